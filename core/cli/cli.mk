@@ -1,0 +1,1 @@
+switchyard_SOURCES += core/cli/main.c

@@ -1,0 +1,1 @@
+# forward pass, sampler, KV blocks

@@ -1,0 +1,137 @@
+/*
+ * A Hugging Face checkpoint as the core sees it: the parsed config.json and
+ * host views (mmap'd, in the checkpoint's own dtype) of every tensor the
+ * forward pass needs, bound by role per layer.
+ *
+ * Architectures are rows of a table (model_arch.c): tensor name patterns
+ * per role and the config fields that matter, so a new family is a table
+ * entry plus whatever kernels it needs.
+ */
+#ifndef SY_MODEL_H
+#define SY_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "switchyard/plugin.h"
+
+typedef enum sy_arch {
+    SY_ARCH_LLAMA = 0, /* LlamaForCausalLM (also Mistral) */
+    SY_ARCH_MIXTRAL,   /* MixtralForCausalLM */
+    SY_ARCH_QWEN3_MOE, /* Qwen3MoeForCausalLM */
+    SY_ARCH_COUNT
+} sy_arch;
+
+typedef enum sy_rope_scaling_type {
+    SY_ROPE_SCALING_NONE = 0,
+    SY_ROPE_SCALING_LINEAR,
+    SY_ROPE_SCALING_LLAMA3
+} sy_rope_scaling_type;
+
+typedef struct sy_model_config {
+    sy_arch arch;
+    char arch_name[64];  /* architectures[0] as written */
+    char model_type[64];
+
+    int32_t hidden;
+    int32_t n_layers;
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t head_dim; /* head_dim field, else hidden / n_heads */
+    int32_t intermediate;
+    int32_t vocab;
+    int32_t max_pos;
+    float rms_eps;
+    bool tie_embeddings;
+    bool attention_bias; /* q/k/v biases */
+    bool qk_norm;        /* per-head RMSNorm of q and k (Qwen3) */
+
+    /* RoPE */
+    float rope_theta;
+    int32_t rotary_dim; /* head_dim unless partial_rotary_factor says less */
+    sy_rope_scaling_type rope_scaling;
+    float rope_factor;
+    float rope_low_freq_factor;
+    float rope_high_freq_factor;
+    int32_t rope_original_max_pos;
+
+    /* MoE (n_experts == 0: dense) */
+    int32_t n_experts;
+    int32_t top_k;
+    int32_t moe_inter;
+    bool norm_topk_prob;
+    int32_t decoder_sparse_step; /* layer i is MoE when (i+1) % step == 0 */
+    uint8_t *layer_is_moe;       /* [n_layers], derived from step and mlp_only_layers */
+
+    /* Special token ids from config.json / generation_config.json; -1 if none. */
+    int32_t bos_id;
+    int32_t eos_ids[8];
+    int32_t n_eos;
+
+    sy_dtype dtype; /* torch_dtype, informational */
+} sy_model_config;
+
+/* One layer's weights; unused roles have data == NULL. */
+typedef struct sy_layer_weights {
+    sy_tensor attn_norm; /* [hidden] */
+    sy_tensor wq;        /* [n_heads*head_dim, hidden] */
+    sy_tensor wk;        /* [n_kv_heads*head_dim, hidden] */
+    sy_tensor wv;        /* [n_kv_heads*head_dim, hidden] */
+    sy_tensor wo;        /* [hidden, n_heads*head_dim] */
+    sy_tensor bq, bk, bv; /* attention_bias only */
+    sy_tensor q_norm, k_norm; /* [head_dim], qk_norm only */
+    sy_tensor ffn_norm; /* [hidden] */
+
+    /* dense MLP */
+    sy_tensor w_gate; /* [intermediate, hidden] */
+    sy_tensor w_up;   /* [intermediate, hidden] */
+    sy_tensor w_down; /* [hidden, intermediate] */
+
+    /* MoE */
+    bool is_moe;
+    sy_tensor router;      /* [n_experts, hidden] */
+    sy_tensor *exp_gate;   /* [n_experts] of [moe_inter, hidden] */
+    sy_tensor *exp_up;     /* [n_experts] of [moe_inter, hidden] */
+    sy_tensor *exp_down;   /* [n_experts] of [hidden, moe_inter] */
+} sy_layer_weights;
+
+typedef struct sy_safetensors sy_safetensors; /* safetensors.h */
+
+typedef struct sy_model {
+    char dir[4096];
+    sy_model_config cfg;
+    sy_safetensors *st; /* owns the mmaps behind every view below */
+
+    sy_tensor embed;      /* [vocab, hidden] */
+    sy_tensor final_norm; /* [hidden] */
+    sy_tensor lm_head;    /* [vocab, hidden]; == embed when tied */
+    sy_layer_weights *layers; /* [n_layers] */
+
+    uint64_t n_params;
+    uint64_t weight_bytes;
+} sy_model;
+
+/* Load progress callback: done/total tensors and bytes. */
+typedef void (*sy_load_progress_fn)(void *arg, size_t tensors_done, size_t tensors_total, uint64_t bytes_done,
+                                    uint64_t bytes_total);
+
+/*
+ * Parses <dir>/config.json into cfg. Errors name the field and what was
+ * expected. Returns SY_OK or an sy_status.
+ */
+int sy_model_config_load(const char *dir, sy_model_config *cfg, sy_err *err);
+void sy_model_config_free(sy_model_config *cfg);
+
+/*
+ * Loads a checkpoint directory: config, safetensors (single file or sharded
+ * index), binds every tensor by role and checks its shape. progress may be
+ * NULL. On failure *out is NULL and err names the tensor or field.
+ */
+int sy_model_load(const char *dir, sy_load_progress_fn progress, void *progress_arg, sy_model **out, sy_err *err);
+void sy_model_free(sy_model *m);
+
+/* The name architectures[0] must have for arch, e.g. "LlamaForCausalLM". */
+const char *sy_arch_name(sy_arch a);
+
+#endif

@@ -1,0 +1,1 @@
+libsycore_a_SOURCES += core/model/model.h core/model/safetensors.h

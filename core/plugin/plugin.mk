@@ -1,0 +1,1 @@
+# config (inih) and the plugin loader

@@ -1,0 +1,1 @@
+libsycore_a_SOURCES += core/tokenizer/tokenizer.h

@@ -1,0 +1,1 @@
+libsycore_a_SOURCES += core/util/log.c core/util/log.h core/util/util.c core/util/util.h

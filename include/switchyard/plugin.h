@@ -1,0 +1,549 @@
+/*
+ * switchyard plugin ABI.
+ *
+ * The one header a plugin needs. C99, no dependencies beyond the C library.
+ * A plugin is a shared object that exports exactly one symbol,
+ * SY_PLUGIN_ENTRY (sy_plugin_v1), returning a static descriptor. Plugins
+ * never link the core nor each other: everything the host offers comes in
+ * the sy_host table handed to probe() and create().
+ *
+ * Versioning (enforced by the host, not by plugins):
+ *   - the ABI major is part of the entry symbol's name; a different major is
+ *     refused with a message naming the file, its ABI and the host's;
+ *   - plugin minor <= host minor, otherwise refused;
+ *   - every struct that crosses the ABI starts with uint32_t struct_size;
+ *     a minor release only appends fields, and the reader consults a field
+ *     only when struct_size covers it.
+ *
+ * Ownership: nothing allocated on one side is freed on the other, except
+ * through the host's alloc/free services. Errors cross as an sy_status plus
+ * a message written into the caller-owned sy_err.
+ *
+ * Threading: one plugin instance is never called concurrently; different
+ * instances may be. host->parallel_for may be called from any op.
+ */
+#ifndef SWITCHYARD_PLUGIN_H
+#define SWITCHYARD_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <string.h>
+#include <stdlib.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SY_ABI_MAJOR 1
+#define SY_ABI_MINOR 0
+
+#define SY__CAT2(a, b) a##b
+#define SY__CAT(a, b) SY__CAT2(a, b)
+/* The exported entry point; its name carries the ABI major. */
+#define SY_PLUGIN_ENTRY SY__CAT(sy_plugin_v, SY_ABI_MAJOR)
+#define SY_PLUGIN_ENTRY_NAME "sy_plugin_v1"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SY_EXPORT __attribute__((visibility("default")))
+#else
+#define SY_EXPORT
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+typedef enum sy_status {
+    SY_OK = 0,
+    SY_ERR_INVALID = -1,     /* bad argument or input: the caller's fault */
+    SY_ERR_UNSUPPORTED = -2, /* can never work with this plugin/problem */
+    SY_ERR_UNAVAILABLE = -3, /* cannot work now (resources, device busy) */
+    SY_ERR_NOMEM = -4,       /* host or device memory exhausted */
+    SY_ERR_INTERNAL = -5,    /* a bug or a device fault */
+    SY_ERR_IO = -6           /* file or network I/O failed */
+} sy_status;
+
+/* Caller-owned message buffer. Ops write a one-line reason on failure. */
+typedef struct sy_err {
+    char msg[512];
+} sy_err;
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SY__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define SY__PRINTF(a, b)
+#endif
+
+/* Writes a formatted message into err (if non-NULL) and returns code. */
+static inline int sy_err_set(sy_err *err, int code, const char *fmt, ...) SY__PRINTF(3, 4);
+static inline int sy_err_set(sy_err *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static inline const char *sy_status_str(int code)
+{
+    switch (code) {
+    case SY_OK: return "ok";
+    case SY_ERR_INVALID: return "invalid argument";
+    case SY_ERR_UNSUPPORTED: return "unsupported";
+    case SY_ERR_UNAVAILABLE: return "unavailable";
+    case SY_ERR_NOMEM: return "out of memory";
+    case SY_ERR_INTERNAL: return "internal error";
+    case SY_ERR_IO: return "I/O error";
+    default: return "unknown error";
+    }
+}
+
+/* --------------------------------------------------------------- tensors */
+
+typedef enum sy_dtype {
+    SY_DTYPE_F32 = 0,
+    SY_DTYPE_F16 = 1,
+    SY_DTYPE_BF16 = 2,
+    SY_DTYPE_FP8_E4M3 = 3,
+    SY_DTYPE_FP4_E2M1 = 4, /* packed two per byte, low nibble first */
+    SY_DTYPE_I32 = 5,
+    SY_DTYPE_I64 = 6,
+    SY_DTYPE_U8 = 7,
+    SY_DTYPE_COUNT
+} sy_dtype;
+
+static inline const char *sy_dtype_name(sy_dtype d)
+{
+    static const char *const names[] = {"F32", "F16", "BF16", "F8_E4M3", "F4_E2M1", "I32", "I64", "U8"};
+    return (unsigned)d < SY_DTYPE_COUNT ? names[d] : "?";
+}
+
+/* Bits per element (FP4 is 4). */
+static inline int sy_dtype_bits(sy_dtype d)
+{
+    static const int bits[] = {32, 16, 16, 8, 4, 32, 64, 8};
+    return (unsigned)d < SY_DTYPE_COUNT ? bits[d] : 0;
+}
+
+#define SY_MAX_DIMS 4
+
+/*
+ * A view of memory. Row-major; shape[0] is the outermost dimension.
+ * stride[] is in elements; a tensor made by the core is always contiguous
+ * (stride[ndim-1] == 1 and each stride the product of the inner shape).
+ * device is 0 for host memory; a device plugin may use other values for
+ * its own memory. Quantised dtypes carry their scales alongside.
+ */
+typedef struct sy_tensor {
+    void *data;
+    sy_dtype dtype;
+    int32_t ndim;
+    int64_t shape[SY_MAX_DIMS];
+    int64_t stride[SY_MAX_DIMS];
+    int32_t device;
+    /* Quantisation (unused for F32/F16/BF16): scales with one value per
+     * scale_block[0] x scale_block[1] block of elements, and a global scale. */
+    const void *scale;
+    sy_dtype scale_dtype;
+    int32_t scale_block[2];
+    float global_scale;
+    /* Opaque handle for a device plugin's prepared layout; the core never reads it. */
+    void *priv;
+} sy_tensor;
+
+static inline int64_t sy_tensor_numel(const sy_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+static inline size_t sy_tensor_nbytes(const sy_tensor *t)
+{
+    return (size_t)((sy_tensor_numel(t) * sy_dtype_bits(t->dtype) + 7) / 8);
+}
+
+/* Fills a contiguous view. */
+static inline void sy_tensor_init(sy_tensor *t, void *data, sy_dtype dt, int ndim, const int64_t *shape)
+{
+    memset(t, 0, sizeof *t);
+    t->data = data;
+    t->dtype = dt;
+    t->ndim = ndim;
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        t->shape[i] = shape[i];
+        t->stride[i] = s;
+        s *= shape[i];
+    }
+    t->global_scale = 1.0f;
+}
+
+/* Rows x cols helper for the common 2-D case. */
+static inline sy_tensor sy_tensor_2d(void *data, sy_dtype dt, int64_t rows, int64_t cols)
+{
+    sy_tensor t;
+    int64_t shape[2] = {rows, cols};
+    sy_tensor_init(&t, data, dt, 2, shape);
+    return t;
+}
+
+/* ------------------------------------------------------------ host table */
+
+typedef enum sy_log_level {
+    SY_LOG_ERROR = 0,
+    SY_LOG_WARN = 1,
+    SY_LOG_INFO = 2,
+    SY_LOG_DEBUG = 3
+} sy_log_level;
+
+/* Work item for parallel_for: handles [begin, end). worker < n_workers. */
+typedef void (*sy_range_fn)(void *arg, int64_t begin, int64_t end, int worker);
+
+/*
+ * Services the host offers. The table outlives every plugin instance.
+ * ctx is the host's; pass it back as the first argument.
+ */
+typedef struct sy_host {
+    uint32_t struct_size;
+    uint16_t abi_major;
+    uint16_t abi_minor;
+    void *ctx;
+
+    /* msg is one line without a trailing newline; plugin is the caller's name. */
+    void (*log)(void *ctx, sy_log_level level, const char *plugin, const char *msg);
+
+    /* Aligned host memory (align a power of two >= sizeof(void*)); NULL on failure. */
+    void *(*alloc)(void *ctx, size_t size, size_t align);
+    void (*free)(void *ctx, void *ptr);
+
+    /*
+     * Splits [0, n) into chunks of at least grain items and runs fn on the
+     * host's worker threads (which the cpu device plugin provides); returns
+     * when all chunks are done. Never oversubscribes the cores: plugins must
+     * not start compute threads of their own.
+     */
+    void (*parallel_for)(void *ctx, int64_t n, int64_t grain, sy_range_fn fn, void *arg);
+    /* Upper bound on the worker index passed to sy_range_fn, plus one. */
+    int (*n_workers)(void *ctx);
+
+    /* Adds v to the named counter in the host's metrics (created on first use). */
+    void (*metric_add)(void *ctx, const char *name, double v);
+} sy_host;
+
+static inline void sy_logf(const sy_host *h, sy_log_level lvl, const char *plugin, const char *fmt, ...) SY__PRINTF(4, 5);
+static inline void sy_logf(const sy_host *h, sy_log_level lvl, const char *plugin, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (h && h->log)
+        h->log(h->ctx, lvl, plugin, buf);
+}
+
+/* ------------------------------------------------------------ config keys */
+
+typedef enum sy_key_type {
+    SY_KEY_STRING = 0,
+    SY_KEY_INT = 1,   /* decimal integer within [min, max] */
+    SY_KEY_FLOAT = 2, /* within [min, max] */
+    SY_KEY_BOOL = 3,  /* true/false/yes/no/on/off/1/0 */
+    SY_KEY_ENUM = 4,  /* one of choices, separated by '|' */
+    SY_KEY_SIZE = 5   /* bytes with optional K/M/G/T suffix (powers of 1024) */
+} sy_key_type;
+
+/* One key a plugin accepts in its INI section. Arrays end with name == NULL. */
+typedef struct sy_key_decl {
+    const char *name;
+    sy_key_type type;
+    const char *default_value; /* NULL: required */
+    const char *help;
+    double min, max;     /* INT/FLOAT/SIZE bounds; ignored when min > max */
+    const char *choices; /* ENUM: "a|b|c" */
+} sy_key_decl;
+
+/*
+ * The validated configuration handed to create(): every declared key is
+ * present (defaults filled in), values are as written in the INI file and
+ * already checked against their declaration.
+ */
+typedef struct sy_kv {
+    const char *key;
+    const char *value;
+} sy_kv;
+
+static inline const char *sy_kv_get(const sy_kv *kv, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(kv[i].key, key) == 0)
+            return kv[i].value;
+    return NULL;
+}
+
+static inline long long sy_kv_int(const sy_kv *kv, size_t n, const char *key, long long dflt)
+{
+    const char *v = sy_kv_get(kv, n, key);
+    return v ? strtoll(v, NULL, 10) : dflt;
+}
+
+static inline double sy_kv_float(const sy_kv *kv, size_t n, const char *key, double dflt)
+{
+    const char *v = sy_kv_get(kv, n, key);
+    return v ? strtod(v, NULL) : dflt;
+}
+
+static inline int sy_kv_bool(const sy_kv *kv, size_t n, const char *key, int dflt)
+{
+    const char *v = sy_kv_get(kv, n, key);
+    if (!v)
+        return dflt;
+    return !(strcmp(v, "false") == 0 || strcmp(v, "no") == 0 || strcmp(v, "off") == 0 || strcmp(v, "0") == 0);
+}
+
+/* ------------------------------------------------------------ descriptor */
+
+typedef enum sy_plugin_kind {
+    SY_KIND_DEVICE = 1,
+    SY_KIND_ATTN = 2,
+    SY_KIND_MOE = 3,
+    SY_KIND_COMM = 4,
+    SY_KIND_FRONTEND = 5
+} sy_plugin_kind;
+
+static inline const char *sy_kind_name(int k)
+{
+    switch (k) {
+    case SY_KIND_DEVICE: return "device";
+    case SY_KIND_ATTN: return "attn";
+    case SY_KIND_MOE: return "moe";
+    case SY_KIND_COMM: return "comm";
+    case SY_KIND_FRONTEND: return "frontend";
+    default: return "?";
+    }
+}
+
+typedef struct sy_plugin_desc {
+    uint32_t struct_size;
+    uint16_t abi_major; /* SY_ABI_MAJOR the plugin was built against */
+    uint16_t abi_minor; /* SY_ABI_MINOR the plugin was built against */
+    int32_t kind;       /* sy_plugin_kind */
+    const char *name;   /* e.g. "cpu", "cuda-sm120" */
+    const char *version;
+    const char *device; /* which device plugin's memory it works on: "cpu", "cuda" */
+    const char *description;
+    const sy_key_decl *keys; /* terminated by name == NULL; may be NULL */
+
+    /*
+     * > 0: can run here, higher is better (auto takes the highest).
+     * 0: cannot run here; why holds the reason.
+     * Must be cheap and side-effect free; never initialises a device.
+     */
+    int (*probe)(const sy_host *host, sy_err *why);
+
+    /* Makes an instance from the validated keys of the plugin's section. */
+    int (*create)(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **inst, sy_err *err);
+    void (*destroy)(void *inst);
+
+    /* The kind's operation table: sy_device_ops, sy_attn_ops, ... */
+    const void *ops;
+
+    /* Optional extras by name (ggml's get_proc_address); NULL if unknown. */
+    void *(*get_proc)(const char *name);
+} sy_plugin_desc;
+
+typedef const sy_plugin_desc *(*sy_plugin_entry_fn)(void);
+
+/* ------------------------------------------------------------ device ops */
+
+/*
+ * Rotary embedding: for each row (token) and head, the pairs of the first
+ * rotary_dim elements of each head are rotated by pos * inv_freq[i].
+ * neox = 1 pairs (i, i + rotary_dim/2) (Hugging Face rotate_half);
+ * neox = 0 pairs (2i, 2i + 1) (GPT-J interleaved).
+ */
+typedef struct sy_rope_params {
+    uint32_t struct_size;
+    int32_t head_dim;
+    int32_t rotary_dim;
+    int32_t neox;
+    const float *inv_freq; /* rotary_dim / 2 values, host memory */
+    float mscale;          /* multiplies cos and sin (YaRN); 1 otherwise */
+} sy_rope_params;
+
+/*
+ * Glue ops between blocks. Activations are F32 in the device's memory.
+ * Weights come from prepare_weight. Shapes: x [n, k], w [m, k], out [n, m].
+ * Every op returns sy_status and writes err on failure.
+ */
+typedef struct sy_device_ops {
+    uint32_t struct_size;
+
+    /* Memory: fills t->data for t's dtype/shape. */
+    int (*alloc)(void *inst, sy_tensor *t, sy_err *err);
+    void (*free)(void *inst, sy_tensor *t);
+    int (*upload)(void *inst, sy_tensor *dst, const void *src, size_t bytes, sy_err *err);
+    int (*download)(void *inst, void *dst, const sy_tensor *src, size_t bytes, sy_err *err);
+
+    /*
+     * Makes a weight usable by this device from a host view (which stays
+     * valid, mmap'd, for the plugin's lifetime). May return the same view,
+     * a repacked copy or an upload. name is the checkpoint's tensor name.
+     */
+    int (*prepare_weight)(void *inst, const char *name, const sy_tensor *host, sy_tensor *out, sy_err *err);
+    void (*release_weight)(void *inst, sy_tensor *w);
+
+    /* out[i] = table[ids[i]] widened to F32; ids in host memory. */
+    int (*embed)(void *inst, const sy_tensor *table, const int32_t *ids, int64_t n, sy_tensor *out, sy_err *err);
+    /* out = x / rms(x) * w, rows of x normalised independently; out may alias x. */
+    int (*rmsnorm)(void *inst, const sy_tensor *x, const sy_tensor *w, float eps, sy_tensor *out, sy_err *err);
+    /* residual += x; out = rmsnorm(residual) * w. */
+    int (*add_rmsnorm)(void *inst, sy_tensor *residual, const sy_tensor *x, const sy_tensor *w, float eps,
+                       sy_tensor *out, sy_err *err);
+    /* out[n, m] = x[n, k] . w[m, k]^T (+ bias[m] when bias != NULL). */
+    int (*linear)(void *inst, const sy_tensor *x, const sy_tensor *w, const sy_tensor *bias, sy_tensor *out,
+                  sy_err *err);
+    /* In place on x [n, heads * head_dim]; pos[n] in host memory. */
+    int (*rope)(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_params *p, sy_err *err);
+    /* out = silu(gate) * up, elementwise. */
+    int (*silu_mul)(void *inst, const sy_tensor *gate, const sy_tensor *up, sy_tensor *out, sy_err *err);
+    /* acc += x. */
+    int (*add)(void *inst, sy_tensor *acc, const sy_tensor *x, sy_err *err);
+    /* Waits for queued work. */
+    int (*synchronize)(void *inst, sy_err *err);
+} sy_device_ops;
+
+/*
+ * Optional device extra, looked up with get_proc("parallel_for"): the
+ * device's worker pool, which the host then offers to every plugin as
+ * host->parallel_for.
+ */
+typedef void (*sy_device_parallel_for_fn)(void *inst, int64_t n, int64_t grain, sy_range_fn fn, void *arg);
+typedef int (*sy_device_n_workers_fn)(void *inst);
+
+/* -------------------------------------------------------------- attn ops */
+
+typedef struct sy_attn_problem {
+    uint32_t struct_size;
+    int32_t n_layers;
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t head_dim;   /* of q and k */
+    int32_t v_head_dim; /* of v and the output */
+    int32_t block_size; /* tokens per KV block */
+    int32_t n_blocks;   /* KV blocks per layer */
+    sy_dtype kv_dtype;
+    float scale; /* softmax scale, usually 1/sqrt(head_dim) */
+    int32_t sliding_window; /* 0: none */
+} sy_attn_problem;
+
+/*
+ * One engine step. Sequence s owns rows [tok_start[s], tok_start[s+1]) of
+ * q/k/v; they sit at positions ctx_len[s] .. ctx_len[s] + len - 1, after
+ * the ctx_len[s] tokens already in its KV blocks. block_table holds
+ * max_blocks entries per sequence (row-major), enough for the new tokens.
+ * All arrays in host memory.
+ */
+typedef struct sy_attn_batch {
+    uint32_t struct_size;
+    int32_t n_seqs;
+    int32_t n_tokens;
+    const int32_t *tok_start;
+    const int32_t *ctx_len;
+    const int32_t *block_table;
+    int32_t max_blocks;
+} sy_attn_batch;
+
+typedef struct sy_attn_ops {
+    uint32_t struct_size;
+    /* 1 if the instance can serve the problem; else 0 with the reason. */
+    int (*supports)(void *inst, const sy_attn_problem *p, sy_err *why);
+    /* Allocates the paged KV cache for the problem. */
+    int (*prepare)(void *inst, const sy_attn_problem *p, sy_err *err);
+    /*
+     * Writes k/v rows into the cache, then causal attention of each q row
+     * over its sequence's positions 0..pos. q [n_tokens, n_heads*head_dim],
+     * k/v [n_tokens, n_kv_heads*head_dim], out [n_tokens, n_heads*v_head_dim].
+     */
+    int (*forward)(void *inst, int32_t layer, const sy_attn_batch *b, const sy_tensor *q, const sy_tensor *k,
+                   const sy_tensor *v, sy_tensor *out, sy_err *err);
+    /* Copies whole blocks (copy-on-write for shared prefixes); pairs src[i] -> dst[i]. */
+    int (*copy_blocks)(void *inst, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err);
+} sy_attn_ops;
+
+/* --------------------------------------------------------------- moe ops */
+
+typedef enum sy_moe_scoring {
+    SY_MOE_SOFTMAX = 0,
+    SY_MOE_SIGMOID = 1
+} sy_moe_scoring;
+
+typedef struct sy_moe_problem {
+    uint32_t struct_size;
+    int32_t n_layers;
+    int32_t n_experts;
+    int32_t top_k;
+    int32_t hidden;
+    int32_t inter; /* expert intermediate size */
+    int32_t scoring; /* sy_moe_scoring */
+    int32_t norm_topk_prob; /* renormalise the top-k weights to sum 1 */
+    float routed_scaling_factor; /* 1 when unused */
+    int32_t n_group;    /* grouped top-k; 0 or 1: none */
+    int32_t topk_group;
+    sy_dtype weight_dtype;
+} sy_moe_problem;
+
+typedef struct sy_moe_ops {
+    uint32_t struct_size;
+    int (*supports)(void *inst, const sy_moe_problem *p, sy_err *why);
+    int (*prepare)(void *inst, const sy_moe_problem *p, sy_err *err);
+    /*
+     * Hands over one layer's experts: gate/up [inter, hidden], down
+     * [hidden, inter], arrays of n_experts host views (mmap'd, valid for the
+     * instance's life). score_bias [n_experts] or NULL (sigmoid routing's
+     * e_score_correction_bias, used for selection only).
+     */
+    int (*prepare_layer)(void *inst, int32_t layer, const sy_tensor *gate, const sy_tensor *up,
+                         const sy_tensor *down, const sy_tensor *score_bias, sy_err *err);
+    /*
+     * out [n, hidden] = sum over the selected experts e of
+     * w_e * down_e(silu(gate_e x) * up_e x); router_logits [n, n_experts].
+     */
+    int (*forward)(void *inst, int32_t layer, const sy_tensor *x, const sy_tensor *router_logits, sy_tensor *out,
+                   sy_err *err);
+} sy_moe_ops;
+
+/* -------------------------------------------------------------- comm ops */
+
+typedef struct sy_comm_ops {
+    uint32_t struct_size;
+    int (*rank)(void *inst);
+    int (*size)(void *inst);
+    /* In-place sum over all ranks of an F32 tensor. */
+    int (*allreduce_sum)(void *inst, sy_tensor *t, sy_err *err);
+    /* out = concat over ranks of in (along dim 0). */
+    int (*allgather)(void *inst, const sy_tensor *in, sy_tensor *out, sy_err *err);
+    int (*broadcast)(void *inst, void *buf, size_t bytes, int root, sy_err *err);
+    int (*barrier)(void *inst, sy_err *err);
+} sy_comm_ops;
+
+/* ---------------------------------------------------------- frontend ops */
+
+typedef struct sy_frontend_ops {
+    uint32_t struct_size;
+    /* Starts serving (own I/O threads); returns once listening. */
+    int (*start)(void *inst, sy_err *err);
+    /* Stops accepting, drains, joins threads. */
+    void (*stop)(void *inst);
+} sy_frontend_ops;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SWITCHYARD_PLUGIN_H */

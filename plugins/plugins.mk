@@ -1,0 +1,1 @@
+# plugins: each plugins/<kind>/<name>/ has a fragment included here
