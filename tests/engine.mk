@@ -1,1 +1,11 @@
-# engine tests
+check_PROGRAMS += tests/golden/test_golden tests/unit/test_sampler tests/unit/test_kv_blocks
+TESTS += tests/golden/test_golden tests/unit/test_sampler tests/unit/test_kv_blocks
+tests_golden_test_golden_SOURCES = tests/golden/test_golden.c
+tests_golden_test_golden_CPPFLAGS = $(libsycore_a_CPPFLAGS)
+tests_golden_test_golden_LDADD = $(SY_CORE_LIBS)
+tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c
+tests_unit_test_sampler_CPPFLAGS = $(libsycore_a_CPPFLAGS)
+tests_unit_test_sampler_LDADD = $(SY_CORE_LIBS)
+tests_unit_test_kv_blocks_SOURCES = tests/unit/test_kv_blocks.c
+tests_unit_test_kv_blocks_CPPFLAGS = $(libsycore_a_CPPFLAGS)
+tests_unit_test_kv_blocks_LDADD = $(SY_CORE_LIBS)

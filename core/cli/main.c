@@ -1,14 +1,42 @@
 #include "config.h"
 
+#include "cli/commands.h"
+#include "switchyard/plugin.h"
+
 #include <stdio.h>
 #include <string.h>
 
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: switchyard COMMAND [options]\n"
+            "commands:\n"
+            "  generate   generate text from a prompt (streams to stdout)\n"
+            "  plugins    list the plugins found, with probe scores or why they cannot run\n"
+            "  --version  print the version\n"
+            "Run `switchyard COMMAND --help` for a command's options.\n");
+}
+
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "--version") == 0) {
-        printf("switchyard %s\n", PACKAGE_VERSION);
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("switchyard %s (plugin ABI %d.%d)\n", PACKAGE_VERSION, SY_ABI_MAJOR, SY_ABI_MINOR);
         return 0;
     }
-    fprintf(stderr, "usage: switchyard COMMAND ...\n");
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "generate") == 0)
+        return sy_cmd_generate(argc - 1, argv + 1);
+    if (strcmp(cmd, "plugins") == 0)
+        return sy_cmd_plugins(argc - 1, argv + 1);
+    fprintf(stderr, "switchyard: unknown command \"%s\"\n", cmd);
+    usage(stderr);
     return 2;
 }

@@ -1,1 +1,7 @@
-# forward pass, sampler, KV blocks
+libsycore_a_SOURCES += \
+	core/engine/engine.c core/engine/engine.h core/engine/engine_internal.h \
+	core/engine/forward.c \
+	core/engine/kv_blocks.c core/engine/kv_blocks.h \
+	core/engine/rope.c core/engine/rope.h \
+	core/engine/sampler.c core/engine/sampler.h \
+	core/engine/generate.c core/engine/generate.h

@@ -1,0 +1,129 @@
+#include "config.h"
+
+#include "cli/cli_common.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef SY_DEFAULT_CONFIG
+#define SY_DEFAULT_CONFIG "/usr/local/etc/switchyard/switchyard.ini"
+#endif
+
+const char *sy_cli_value(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "switchyard: option %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int sy_cli_int(const char *opt, const char *s, long long lo, long long hi, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || !end || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "switchyard: option %s expects an integer in [%lld, %lld], found \"%s\"\n", opt, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int sy_cli_float(const char *opt, const char *s, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || !end || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "switchyard: option %s expects a number in [%g, %g], found \"%s\"\n", opt, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int sy_cli_common_arg(sy_cli_common *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const char *v;
+    if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
+        if (!(v = sy_cli_value(argc, argv, i)))
+            return -1;
+        o->config_path = v;
+        return 1;
+    }
+    if (strcmp(a, "--set") == 0) {
+        if (!(v = sy_cli_value(argc, argv, i)))
+            return -1;
+        if (o->n_sets >= (int)(sizeof o->sets / sizeof o->sets[0])) {
+            fprintf(stderr, "switchyard: too many --set options (at most %zu)\n", sizeof o->sets / sizeof o->sets[0]);
+            return -1;
+        }
+        o->sets[o->n_sets++] = v;
+        return 1;
+    }
+    if (strcmp(a, "--plugin-dir") == 0) {
+        if (!(v = sy_cli_value(argc, argv, i)))
+            return -1;
+        size_t len = strlen(o->plugin_dirs);
+        int n = snprintf(o->plugin_dirs + len, sizeof o->plugin_dirs - len, "%s%s", len ? ":" : "", v);
+        if (n < 0 || (size_t)n >= sizeof o->plugin_dirs - len) {
+            fprintf(stderr, "switchyard: --plugin-dir values too long\n");
+            return -1;
+        }
+        return 1;
+    }
+    if (strcmp(a, "--model") == 0 || strcmp(a, "-m") == 0) {
+        if (!(v = sy_cli_value(argc, argv, i)))
+            return -1;
+        o->model = v;
+        return 1;
+    }
+    if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+        o->verbosity = -1;
+        sy_log_set_level(SY_LOG_WARN);
+        return 1;
+    }
+    if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+        o->verbosity = 1;
+        sy_log_set_level(SY_LOG_DEBUG);
+        return 1;
+    }
+    return 0;
+}
+
+int sy_cli_load_config(sy_cli_common *o, sy_config **out)
+{
+    sy_err err = {{0}};
+    const char *path = o->config_path ? o->config_path : SY_DEFAULT_CONFIG;
+    sy_config *c = NULL;
+    if (sy_config_load(path, &c, &err)) {
+        fprintf(stderr, "switchyard: %s\n", err.msg);
+        if (!o->config_path)
+            fprintf(stderr, "switchyard: (no -c given, so the default config was tried; pass -c FILE)\n");
+        return -1;
+    }
+    if (o->model) {
+        char buf[4200];
+        snprintf(buf, sizeof buf, "model.path=%s", o->model);
+        if (sy_config_set(c, buf, &err)) {
+            fprintf(stderr, "switchyard: --model: %s\n", err.msg);
+            sy_config_free(c);
+            return -1;
+        }
+    }
+    for (int i = 0; i < o->n_sets; i++)
+        if (sy_config_set(c, o->sets[i], &err)) {
+            fprintf(stderr, "switchyard: --set %s: %s\n", o->sets[i], err.msg);
+            sy_config_free(c);
+            return -1;
+        }
+    *out = c;
+    return 0;
+}

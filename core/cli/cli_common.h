@@ -1,0 +1,31 @@
+/* Options every command shares: -c CONFIG, --set, --plugin-dir, --model, -v/-q. */
+#ifndef SY_CLI_COMMON_H
+#define SY_CLI_COMMON_H
+
+#include <stdbool.h>
+
+#include "plugin/config.h"
+
+typedef struct sy_cli_common {
+    const char *config_path; /* NULL: SY_DEFAULT_CONFIG */
+    char plugin_dirs[8192];  /* colon-separated --plugin-dir values */
+    const char *sets[64];    /* --set arguments, applied in order */
+    int n_sets;
+    const char *model;       /* --model DIR: same as --set model.path=DIR */
+    int verbosity;           /* -1 quiet, 0 normal, 1 debug */
+} sy_cli_common;
+
+/*
+ * Consumes a shared option at argv[*i] (advancing *i past its value).
+ * Returns 1 if consumed, 0 if not a shared option, -1 on error (printed).
+ */
+int sy_cli_common_arg(sy_cli_common *o, int argc, char **argv, int *i);
+/* Loads the config file and applies --model and --set; errors are printed. */
+int sy_cli_load_config(sy_cli_common *o, sy_config **out);
+/* Value of argv[*i + 1] for option argv[*i], or NULL (and a message). */
+const char *sy_cli_value(int argc, char **argv, int *i);
+/* Parses numbers strictly; prints "option --x expects ..., found ..." and returns -1. */
+int sy_cli_int(const char *opt, const char *s, long long lo, long long hi, long long *out);
+int sy_cli_float(const char *opt, const char *s, double lo, double hi, double *out);
+
+#endif

@@ -1,0 +1,8 @@
+/* The subcommands of the switchyard binary. Each returns the exit status. */
+#ifndef SY_COMMANDS_H
+#define SY_COMMANDS_H
+
+int sy_cmd_generate(int argc, char **argv);
+int sy_cmd_plugins(int argc, char **argv);
+
+#endif

@@ -1,0 +1,371 @@
+#include "config.h"
+
+#include "engine/engine_internal.h"
+#include "engine/rope.h"
+#include "model/load_progress.h"
+#include "util/log.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The core's own sections and what they accept. */
+static const sy_key_decl model_keys[] = {
+    {"path", SY_KEY_STRING, NULL, "Hugging Face model directory (config.json, *.safetensors, tokenizer.json)", 1, 0, NULL},
+    {"tokenizer", SY_KEY_STRING, "", "directory holding tokenizer.json if not the model's", 1, 0, NULL},
+    {"max_seq_len", SY_KEY_INT, "0", "longest prompt + output; 0: the model's max_position_embeddings", 0, 1 << 24, NULL},
+    {NULL, 0, NULL, NULL, 0, 0, NULL},
+};
+
+static const sy_key_decl scheduler_keys[] = {
+    {"max_running", SY_KEY_INT, "64", "sequences in one engine step", 1, 65536, NULL},
+    {"max_batch_tokens", SY_KEY_INT, "2048", "tokens in one engine step (bounds chunked prefill)", 1, 1 << 20, NULL},
+    {"kv_block_size", SY_KEY_INT, "16", "tokens per paged-KV block", 1, 1024, NULL},
+    {"kv_cache_size", SY_KEY_SIZE, "256M", "memory for the paged KV cache (all layers, K and V)", 1, 0, NULL},
+    {NULL, 0, NULL, NULL, 0, 0, NULL},
+};
+
+static const sy_key_decl plugins_keys[] = {
+    {"path", SY_KEY_STRING, "", "colon-separated directories searched for plugins before the install dir", 1, 0, NULL},
+    {NULL, 0, NULL, NULL, 0, 0, NULL},
+};
+
+static const char *kv_str(const sy_kv *kv, size_t n, const char *key)
+{
+    const char *v = sy_kv_get(kv, n, key);
+    return v ? v : "";
+}
+
+/* Resolves and creates the plugin of one section. */
+static int open_plugin(sy_engine *e, const sy_config *cfg, const char *section, sy_plugin_kind kind,
+                       const char *dflt, const char *device, sy_plugin_inst **out, sy_err *err)
+{
+    const char *spec = sy_config_get(cfg, section, "plugin");
+    if (!spec || !*spec)
+        spec = dflt;
+    sy_plugin *p = NULL;
+    int rc = sy_loader_resolve(e->loader, kind, spec, device, &e->host.api, &p, err);
+    if (rc)
+        return rc;
+    return sy_plugin_create(p, &e->host.api, cfg, section, out, err);
+}
+
+static int prepare(sy_engine *e, const char *name, const sy_tensor *host, sy_tensor *out, sy_err *err)
+{
+    if (!host->data) {
+        memset(out, 0, sizeof *out);
+        return SY_OK;
+    }
+    int rc = e->dev->prepare_weight(e->device->inst, name, host, out, err);
+    if (rc && err) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        sy_err_set(err, rc, "device %s cannot prepare tensor %s: %s", e->device->plugin->desc->name, name, msg);
+    }
+    return rc;
+}
+
+static int prepare_weights(sy_engine *e, sy_err *err)
+{
+    const sy_model *m = e->model;
+    const sy_model_config *c = e->mc;
+    int rc;
+    if ((rc = prepare(e, "model.embed_tokens.weight", &m->embed, &e->embed, err)) ||
+        (rc = prepare(e, "model.norm.weight", &m->final_norm, &e->final_norm, err)))
+        return rc;
+    e->lm_head_is_embed = m->lm_head.data == m->embed.data;
+    if (e->lm_head_is_embed)
+        e->lm_head = e->embed;
+    else if ((rc = prepare(e, "lm_head.weight", &m->lm_head, &e->lm_head, err)))
+        return rc;
+
+    e->layers = calloc((size_t)c->n_layers, sizeof *e->layers);
+    if (!e->layers)
+        return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate %d layers", c->n_layers);
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const sy_layer_weights *s = &m->layers[l];
+        sy_layer_weights *d = &e->layers[l];
+        char nm[160];
+#define PREP(field, what)                                                                   \
+    do {                                                                                    \
+        snprintf(nm, sizeof nm, "layer %d %s", l, what);                                    \
+        if ((rc = prepare(e, nm, &s->field, &d->field, err)))                               \
+            return rc;                                                                      \
+    } while (0)
+        PREP(attn_norm, "input_layernorm");
+        PREP(wq, "q_proj");
+        PREP(wk, "k_proj");
+        PREP(wv, "v_proj");
+        PREP(wo, "o_proj");
+        PREP(bq, "q_proj.bias");
+        PREP(bk, "k_proj.bias");
+        PREP(bv, "v_proj.bias");
+        PREP(q_norm, "q_norm");
+        PREP(k_norm, "k_norm");
+        PREP(ffn_norm, "post_attention_layernorm");
+        d->is_moe = s->is_moe;
+        if (s->is_moe) {
+            PREP(router, "router");
+            rc = e->mo->prepare_layer(e->moe->inst, l, s->exp_gate, s->exp_up, s->exp_down, NULL, err);
+            if (rc)
+                return rc;
+        } else {
+            PREP(w_gate, "gate_proj");
+            PREP(w_up, "up_proj");
+            PREP(w_down, "down_proj");
+        }
+#undef PREP
+    }
+    return SY_OK;
+}
+
+static void release_weights(sy_engine *e)
+{
+    if (!e->dev || !e->dev->release_weight)
+        return;
+    void *di = e->device->inst;
+    if (e->layers) {
+        for (int32_t l = 0; l < e->mc->n_layers; l++) {
+            sy_tensor *ts[] = {&e->layers[l].attn_norm, &e->layers[l].wq,     &e->layers[l].wk,
+                               &e->layers[l].wv,        &e->layers[l].wo,     &e->layers[l].bq,
+                               &e->layers[l].bk,        &e->layers[l].bv,     &e->layers[l].q_norm,
+                               &e->layers[l].k_norm,    &e->layers[l].ffn_norm, &e->layers[l].w_gate,
+                               &e->layers[l].w_up,      &e->layers[l].w_down, &e->layers[l].router};
+            for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+                if (ts[i]->data)
+                    e->dev->release_weight(di, ts[i]);
+        }
+        free(e->layers);
+        e->layers = NULL;
+    }
+    if (!e->lm_head_is_embed && e->lm_head.data)
+        e->dev->release_weight(di, &e->lm_head);
+    if (e->embed.data)
+        e->dev->release_weight(di, &e->embed);
+    if (e->final_norm.data)
+        e->dev->release_weight(di, &e->final_norm);
+}
+
+static int setup_attention(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
+{
+    const sy_model_config *c = e->mc;
+    sy_attn_problem *p = &e->attn_problem;
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
+    p->n_layers = c->n_layers;
+    p->n_heads = c->n_heads;
+    p->n_kv_heads = c->n_kv_heads;
+    p->head_dim = c->head_dim;
+    p->v_head_dim = c->head_dim;
+    p->block_size = (int32_t)sy_kv_int(sk, nsk, "kv_block_size", 16);
+    p->kv_dtype = SY_DTYPE_F32;
+    p->scale = 1.0f / sqrtf((float)c->head_dim);
+
+    unsigned long long cache_bytes = 0;
+    sy_parse_size(kv_str(sk, nsk, "kv_cache_size"), &cache_bytes);
+    /* Sized at F32 so any kv_dtype the plugin picks fits in the budget. */
+    const unsigned long long per_block =
+        2ull * (unsigned long long)c->n_layers * (unsigned long long)p->block_size * (unsigned long long)c->n_kv_heads *
+        (unsigned long long)c->head_dim * 4ull;
+    unsigned long long n_blocks = cache_bytes / per_block;
+    /* No point in more blocks than every running sequence at full length needs. */
+    const unsigned long long useful = (unsigned long long)e->max_seqs * (unsigned long long)e->max_blocks_per_seq;
+    if (n_blocks > useful)
+        n_blocks = useful;
+    if (n_blocks < (unsigned long long)e->max_blocks_per_seq)
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "[scheduler] kv_cache_size %s holds %llu KV blocks of %d tokens, but one sequence of "
+                          "max_seq_len %d needs %d; raise kv_cache_size or lower [model] max_seq_len",
+                          kv_str(sk, nsk, "kv_cache_size"), n_blocks, p->block_size, e->max_seq_len,
+                          e->max_blocks_per_seq);
+    if (n_blocks > INT32_MAX)
+        n_blocks = INT32_MAX;
+    p->n_blocks = (int32_t)n_blocks;
+
+    int rc = e->att->supports(e->attn->inst, p, err);
+    if (rc != 1) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "attention plugin %s (%s) cannot serve this model: %s",
+                          e->attn->plugin->desc->name, e->attn->plugin->path, why);
+    }
+    if ((rc = e->att->prepare(e->attn->inst, p, err)))
+        return rc;
+    return sy_kv_blocks_init(&e->kv, p->n_blocks, p->block_size, err);
+}
+
+static int setup_moe(sy_engine *e, const sy_config *cfg, sy_err *err)
+{
+    const sy_model_config *c = e->mc;
+    int rc = open_plugin(e, cfg, "moe", SY_KIND_MOE, "auto", e->device->plugin->desc->device, &e->moe, err);
+    if (rc)
+        return rc;
+    e->mo = e->moe->ops;
+    sy_moe_problem p = {0};
+    p.struct_size = sizeof p;
+    p.n_layers = c->n_layers;
+    p.n_experts = c->n_experts;
+    p.top_k = c->top_k;
+    p.hidden = c->hidden;
+    p.inter = c->moe_inter;
+    p.scoring = SY_MOE_SOFTMAX;
+    p.norm_topk_prob = c->norm_topk_prob;
+    p.routed_scaling_factor = 1.0f;
+    p.n_group = 0;
+    p.topk_group = 0;
+    for (int32_t l = 0; l < c->n_layers; l++)
+        if (e->model->layers[l].is_moe) {
+            p.weight_dtype = e->model->layers[l].exp_gate[0].dtype;
+            break;
+        }
+    rc = e->mo->supports(e->moe->inst, &p, err);
+    if (rc != 1) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe plugin %s (%s) cannot serve this model: %s",
+                          e->moe->plugin->desc->name, e->moe->plugin->path, why);
+    }
+    return e->mo->prepare(e->moe->inst, &p, err);
+}
+
+int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine **out, sy_err *err)
+{
+    *out = NULL;
+    sy_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the engine");
+    sy_host_init(&e->host);
+
+    sy_kv *mk = NULL, *sk = NULL, *pk = NULL;
+    size_t nmk = 0, nsk = 0, npk = 0;
+    static const char *const no_reserved[] = {NULL};
+    int rc;
+    if ((rc = sy_config_bind(cfg, "model", model_keys, no_reserved, &mk, &nmk, err)) ||
+        (rc = sy_config_bind(cfg, "scheduler", scheduler_keys, no_reserved, &sk, &nsk, err)) ||
+        (rc = sy_config_bind(cfg, "plugins", plugins_keys, no_reserved, &pk, &npk, err)))
+        goto fail;
+
+    e->loader = sy_loader_new(opts && opts->plugin_dirs ? opts->plugin_dirs : NULL, NULL);
+    if (!e->loader) {
+        rc = sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the plugin loader");
+        goto fail;
+    }
+    if (*kv_str(pk, npk, "path") && (rc = sy_loader_add_dir(e->loader, kv_str(pk, npk, "path"), err)))
+        goto fail;
+
+    /* Device first: its worker pool serves every other plugin. */
+    if ((rc = open_plugin(e, cfg, "device", SY_KIND_DEVICE, "auto", NULL, &e->device, err)))
+        goto fail;
+    e->dev = e->device->ops;
+    const sy_plugin_desc *dd = e->device->plugin->desc;
+    if (dd->get_proc) {
+        sy_device_parallel_for_fn run = (sy_device_parallel_for_fn)dd->get_proc("parallel_for");
+        sy_device_n_workers_fn nw = (sy_device_n_workers_fn)dd->get_proc("n_workers");
+        if (run && nw)
+            sy_host_set_pool(&e->host, run, nw, e->device->inst);
+    }
+    const char *device_name = dd->device;
+
+    const char *model_dir = kv_str(mk, nmk, "path");
+    sy_info("loading model from %s", model_dir);
+    sy_load_progress progress;
+    sy_load_progress_init(&progress, opts && opts->progress);
+    rc = sy_model_load(model_dir, sy_load_progress_report, &progress, &e->model, err);
+    sy_load_progress_done(&progress);
+    if (rc)
+        goto fail;
+    e->mc = &e->model->cfg;
+    const char *tok_dir = *kv_str(mk, nmk, "tokenizer") ? kv_str(mk, nmk, "tokenizer") : model_dir;
+    if ((rc = sy_tokenizer_load_dir(tok_dir, &e->tok, err)))
+        goto fail;
+
+    e->max_seq_len = (int32_t)sy_kv_int(mk, nmk, "max_seq_len", 0);
+    if (e->max_seq_len <= 0 || e->max_seq_len > e->mc->max_pos)
+        e->max_seq_len = e->mc->max_pos;
+    e->max_batch_tokens = (int32_t)sy_kv_int(sk, nsk, "max_batch_tokens", 2048);
+    e->max_seqs = (int32_t)sy_kv_int(sk, nsk, "max_running", 64);
+    if (e->max_seqs > e->max_batch_tokens)
+        e->max_seqs = e->max_batch_tokens;
+    const int32_t bs = (int32_t)sy_kv_int(sk, nsk, "kv_block_size", 16);
+    e->max_blocks_per_seq = (e->max_seq_len + bs - 1) / bs;
+
+    if ((rc = open_plugin(e, cfg, "attention", SY_KIND_ATTN, "auto", device_name, &e->attn, err)))
+        goto fail;
+    e->att = e->attn->ops;
+    if ((rc = setup_attention(e, sk, nsk, err)))
+        goto fail;
+    if (e->mc->n_experts > 0 && (rc = setup_moe(e, cfg, err)))
+        goto fail;
+    if ((rc = open_plugin(e, cfg, "comm", SY_KIND_COMM, "local", device_name, &e->comm, err)))
+        goto fail;
+    e->com = e->comm->ops;
+
+    e->inv_freq = malloc(sizeof(float) * (size_t)(e->mc->rotary_dim / 2 + 1));
+    if (!e->inv_freq) {
+        rc = sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the RoPE table");
+        goto fail;
+    }
+    sy_rope_inv_freq(e->mc, e->inv_freq);
+    e->rope = (sy_rope_params){.struct_size = sizeof(sy_rope_params),
+                               .head_dim = e->mc->head_dim,
+                               .rotary_dim = e->mc->rotary_dim,
+                               .neox = 1,
+                               .inv_freq = e->inv_freq,
+                               .mscale = 1.0f};
+
+    if ((rc = prepare_weights(e, err)) || (rc = sy__engine_alloc_activations(e, err)))
+        goto fail;
+
+    snprintf(e->describe, sizeof e->describe, "device=%s attention=%s moe=%s comm=%s", dd->name,
+             e->attn->plugin->desc->name, e->moe ? e->moe->plugin->desc->name : "-", e->comm->plugin->desc->name);
+    sy_info("model %s: %d layers, hidden %d, %d heads (%d KV), vocab %d, %.1fM parameters; %s; KV pool %d blocks x %d "
+            "tokens",
+            e->mc->arch_name, e->mc->n_layers, e->mc->hidden, e->mc->n_heads, e->mc->n_kv_heads, e->mc->vocab,
+            (double)e->model->n_params / 1e6, e->describe, e->kv.n_blocks, e->kv.block_size);
+    free(mk);
+    free(sk);
+    free(pk);
+    *out = e;
+    return SY_OK;
+
+fail:
+    free(mk);
+    free(sk);
+    free(pk);
+    sy_engine_close(e);
+    return rc;
+}
+
+void sy_engine_close(sy_engine *e)
+{
+    if (!e)
+        return;
+    sy__engine_free_activations(e);
+    release_weights(e);
+    sy_kv_blocks_fini(&e->kv);
+    if (e->comm)
+        sy_plugin_inst_destroy(e->comm);
+    if (e->moe)
+        sy_plugin_inst_destroy(e->moe);
+    if (e->attn)
+        sy_plugin_inst_destroy(e->attn);
+    /* The device last: the others may use its pool until they are gone. */
+    sy_host_set_pool(&e->host, NULL, NULL, NULL);
+    if (e->device)
+        sy_plugin_inst_destroy(e->device);
+    sy_model_free(e->model);
+    sy_tokenizer_free(e->tok);
+    free(e->inv_freq);
+    sy_loader_free(e->loader);
+    sy_host_fini(&e->host);
+    free(e);
+}
+
+const sy_model_config *sy_engine_model_config(const sy_engine *e) { return e->mc; }
+const sy_tokenizer *sy_engine_tokenizer(const sy_engine *e) { return e->tok; }
+sy_kv_blocks *sy_engine_kv(sy_engine *e) { return &e->kv; }
+int32_t sy_engine_max_seq_len(const sy_engine *e) { return e->max_seq_len; }
+int32_t sy_engine_max_batch_tokens(const sy_engine *e) { return e->max_batch_tokens; }
+int32_t sy_engine_max_seqs(const sy_engine *e) { return e->max_seqs; }
+const char *sy_engine_describe(const sy_engine *e) { return e->describe; }

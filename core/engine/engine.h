@@ -1,0 +1,64 @@
+/*
+ * The engine: a loaded model, its tokenizer, the plugin instances chosen by
+ * the configuration, the prepared weights, the KV block pool, and one
+ * forward step over a batch of sequences.
+ *
+ * Not thread-safe: one thread drives an engine (the serving loop or the
+ * generate command); plugins parallelise inside each op.
+ */
+#ifndef SY_ENGINE_H
+#define SY_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/kv_blocks.h"
+#include "model/model.h"
+#include "plugin/config.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct sy_engine sy_engine;
+
+typedef struct sy_engine_opts {
+    const char *plugin_dirs; /* colon-separated, searched before [plugins] path and the install dir */
+    bool progress;           /* report model loading progress on stderr */
+} sy_engine_opts;
+
+/*
+ * Builds an engine from a configuration: validates the core's sections,
+ * loads the plugins (device first, whose worker pool every plugin then
+ * shares), the model and tokenizer, sizes the KV pool and prepares weights.
+ */
+int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine **out, sy_err *err);
+void sy_engine_close(sy_engine *e);
+
+const sy_model_config *sy_engine_model_config(const sy_engine *e);
+const sy_tokenizer *sy_engine_tokenizer(const sy_engine *e);
+sy_kv_blocks *sy_engine_kv(sy_engine *e);
+/* Longest sequence (prompt + output) the engine accepts. */
+int32_t sy_engine_max_seq_len(const sy_engine *e);
+/* Most tokens one step may carry. */
+int32_t sy_engine_max_batch_tokens(const sy_engine *e);
+/* Most sequences one step may carry. */
+int32_t sy_engine_max_seqs(const sy_engine *e);
+/* "device=cpu attn=cpu moe=cpu comm=local": which plugins were chosen. */
+const char *sy_engine_describe(const sy_engine *e);
+
+/* One sequence's share of a step. */
+typedef struct sy_step_seq {
+    const int32_t *tokens; /* new tokens */
+    int32_t n_tokens;
+    int32_t ctx_len;       /* tokens of this sequence already in the KV cache */
+    const int32_t *blocks; /* block table covering ctx_len + n_tokens */
+    int32_t n_blocks;
+    bool want_logits;      /* logits after the last new token */
+} sy_step_seq;
+
+/*
+ * Runs the model over the batch: writes K/V of the new tokens into each
+ * sequence's blocks and, for each sequence with want_logits, one row of
+ * vocab logits into logits (rows in sequence order).
+ */
+int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float *logits, sy_err *err);
+
+#endif

@@ -1,0 +1,218 @@
+/*
+ * One engine step through the plugins, llama2.c-style: read it top to
+ * bottom. T = tokens in the step, H = hidden, D = head_dim, F = ffn width,
+ * V = vocab, S = sequences wanting logits.
+ */
+#include "config.h"
+
+#include "engine/engine_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int alloc_act(sy_engine *e, sy_tensor *t, int64_t rows, int64_t cols, sy_err *err)
+{
+    int64_t shape[2] = {rows, cols};
+    sy_tensor_init(t, NULL, SY_DTYPE_F32, 2, shape);
+    return e->dev->alloc(e->device->inst, t, err);
+}
+
+int sy__engine_alloc_activations(sy_engine *e, sy_err *err)
+{
+    const sy_model_config *c = e->mc;
+    const int64_t T = e->max_batch_tokens;
+    const int64_t S = e->max_seqs;
+    int64_t F = c->intermediate > c->moe_inter ? c->intermediate : c->moe_inter;
+    if (F <= 0)
+        F = 1;
+    int rc;
+    if ((rc = alloc_act(e, &e->h, T, c->hidden, err)) || (rc = alloc_act(e, &e->xn, T, c->hidden, err)) ||
+        (rc = alloc_act(e, &e->q, T, (int64_t)c->n_heads * c->head_dim, err)) ||
+        (rc = alloc_act(e, &e->k, T, (int64_t)c->n_kv_heads * c->head_dim, err)) ||
+        (rc = alloc_act(e, &e->v, T, (int64_t)c->n_kv_heads * c->head_dim, err)) ||
+        (rc = alloc_act(e, &e->att_out, T, (int64_t)c->n_heads * c->head_dim, err)) ||
+        (rc = alloc_act(e, &e->proj, T, c->hidden, err)) || (rc = alloc_act(e, &e->gate, T, F, err)) ||
+        (rc = alloc_act(e, &e->up, T, F, err)) ||
+        (rc = alloc_act(e, &e->router, T, c->n_experts > 0 ? c->n_experts : 1, err)) ||
+        (rc = alloc_act(e, &e->sel, S, c->hidden, err)) || (rc = alloc_act(e, &e->logits, S, c->vocab, err)))
+        return rc;
+    e->ids = malloc(sizeof(int32_t) * (size_t)T);
+    e->pos = malloc(sizeof(int32_t) * (size_t)T);
+    e->tok_start = malloc(sizeof(int32_t) * (size_t)(S + 1));
+    e->ctx_len = malloc(sizeof(int32_t) * (size_t)S);
+    e->sel_rows = malloc(sizeof(int32_t) * (size_t)S);
+    e->block_table = malloc(sizeof(int32_t) * (size_t)S * (size_t)e->max_blocks_per_seq);
+    if (!e->ids || !e->pos || !e->tok_start || !e->ctx_len || !e->sel_rows || !e->block_table)
+        return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the step tables for %lld tokens", (long long)T);
+    return SY_OK;
+}
+
+void sy__engine_free_activations(sy_engine *e)
+{
+    sy_tensor *ts[] = {&e->h, &e->xn, &e->q, &e->k, &e->v, &e->att_out, &e->proj,
+                       &e->gate, &e->up, &e->router, &e->sel, &e->logits};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        if (ts[i]->data && e->dev)
+            e->dev->free(e->device->inst, ts[i]);
+    free(e->ids);
+    free(e->pos);
+    free(e->tok_start);
+    free(e->ctx_len);
+    free(e->sel_rows);
+    free(e->block_table);
+    e->ids = e->pos = e->tok_start = e->ctx_len = e->sel_rows = e->block_table = NULL;
+}
+
+/* The first rows of a preallocated activation. */
+static sy_tensor rows(const sy_tensor *t, int64_t n)
+{
+    sy_tensor v = *t;
+    v.shape[0] = n;
+    return v;
+}
+
+/* A 2-D activation seen as [rows * heads, cols / heads] (per-head ops). */
+static sy_tensor per_head(const sy_tensor *t, int64_t n, int64_t heads)
+{
+    int64_t shape[2] = {n * heads, t->shape[1] / heads};
+    sy_tensor v;
+    sy_tensor_init(&v, t->data, t->dtype, 2, shape);
+    v.device = t->device;
+    return v;
+}
+
+static int check_step(const sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, int32_t *n_tokens, sy_err *err)
+{
+    if (n_seqs <= 0 || n_seqs > e->max_seqs)
+        return sy_err_set(err, SY_ERR_INVALID, "a step carries 1..%d sequences, found %d", e->max_seqs, n_seqs);
+    int64_t T = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const sy_step_seq *q = &seqs[s];
+        if (q->n_tokens <= 0)
+            return sy_err_set(err, SY_ERR_INVALID, "sequence %d of the step has no new tokens", s);
+        const int64_t end = (int64_t)q->ctx_len + q->n_tokens;
+        if (end > e->max_seq_len)
+            return sy_err_set(err, SY_ERR_INVALID, "sequence %d reaches %lld tokens, over max_seq_len %d", s,
+                              (long long)end, e->max_seq_len);
+        if ((int64_t)q->n_blocks * e->kv.block_size < end || q->n_blocks > e->max_blocks_per_seq)
+            return sy_err_set(err, SY_ERR_INVALID, "sequence %d has %d KV blocks for %lld tokens (block size %d)", s,
+                              q->n_blocks, (long long)end, e->kv.block_size);
+        for (int32_t i = 0; i < q->n_tokens; i++)
+            if (q->tokens[i] < 0 || q->tokens[i] >= e->mc->vocab)
+                return sy_err_set(err, SY_ERR_INVALID, "token id %d of sequence %d is outside the vocabulary [0, %d)",
+                                  q->tokens[i], s, e->mc->vocab);
+        T += q->n_tokens;
+    }
+    if (T > e->max_batch_tokens)
+        return sy_err_set(err, SY_ERR_INVALID, "a step carries at most %d tokens (max_batch_tokens), found %lld",
+                          e->max_batch_tokens, (long long)T);
+    *n_tokens = (int32_t)T;
+    return SY_OK;
+}
+
+int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float *logits_out, sy_err *err)
+{
+    const sy_model_config *c = e->mc;
+    const sy_device_ops *dev = e->dev;
+    void *di = e->device->inst;
+    int32_t T = 0;
+    int rc = check_step(e, seqs, n_seqs, &T, err);
+    if (rc)
+        return rc;
+
+    /* Flatten the batch: token ids, positions, per-sequence tables. */
+    int32_t n_sel = 0;
+    const int32_t MB = e->max_blocks_per_seq;
+    for (int32_t s = 0, t = 0; s < n_seqs; s++) {
+        const sy_step_seq *q = &seqs[s];
+        e->tok_start[s] = t;
+        e->ctx_len[s] = q->ctx_len;
+        memcpy(e->block_table + (size_t)s * MB, q->blocks, sizeof(int32_t) * (size_t)q->n_blocks);
+        for (int32_t i = 0; i < q->n_tokens; i++, t++) {
+            e->ids[t] = q->tokens[i];
+            e->pos[t] = q->ctx_len + i;
+        }
+        if (q->want_logits)
+            e->sel_rows[n_sel++] = t - 1;
+    }
+    e->tok_start[n_seqs] = T;
+    const sy_attn_batch batch = {.struct_size = sizeof(sy_attn_batch),
+                                 .n_seqs = n_seqs,
+                                 .n_tokens = T,
+                                 .tok_start = e->tok_start,
+                                 .ctx_len = e->ctx_len,
+                                 .block_table = e->block_table,
+                                 .max_blocks = MB};
+
+    sy_tensor h = rows(&e->h, T), xn = rows(&e->xn, T), q = rows(&e->q, T), k = rows(&e->k, T),
+              v = rows(&e->v, T), att = rows(&e->att_out, T), proj = rows(&e->proj, T);
+    const int tp = e->com->size(e->comm->inst) > 1;
+
+    /* h [T,H] = embed(ids) */
+    if ((rc = dev->embed(di, &e->embed, e->ids, T, &h, err)))
+        return rc;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const sy_layer_weights *w = &e->layers[l];
+        /* xn [T,H] = norm(h), first folding in the previous layer's MLP output */
+        if (l == 0)
+            rc = dev->rmsnorm(di, &h, &w->attn_norm, c->rms_eps, &xn, err);
+        else
+            rc = dev->add_rmsnorm(di, &h, &proj, &w->attn_norm, c->rms_eps, &xn, err);
+        if (rc)
+            return rc;
+        /* q [T, Nh*D], k/v [T, Nkv*D] */
+        if ((rc = dev->linear(di, &xn, &w->wq, w->bq.data ? &w->bq : NULL, &q, err)) ||
+            (rc = dev->linear(di, &xn, &w->wk, w->bk.data ? &w->bk : NULL, &k, err)) ||
+            (rc = dev->linear(di, &xn, &w->wv, w->bv.data ? &w->bv : NULL, &v, err)))
+            return rc;
+        if (w->q_norm.data) { /* Qwen3: RMSNorm of each head before RoPE */
+            sy_tensor qh = per_head(&q, T, c->n_heads), kh = per_head(&k, T, c->n_kv_heads);
+            if ((rc = dev->rmsnorm(di, &qh, &w->q_norm, c->rms_eps, &qh, err)) ||
+                (rc = dev->rmsnorm(di, &kh, &w->k_norm, c->rms_eps, &kh, err)))
+                return rc;
+        }
+        if ((rc = dev->rope(di, &q, e->pos, &e->rope, err)) || (rc = dev->rope(di, &k, e->pos, &e->rope, err)))
+            return rc;
+        /* att [T, Nh*D]: writes k/v into the paged cache, then attends */
+        if ((rc = e->att->forward(e->attn->inst, l, &batch, &q, &k, &v, &att, err)))
+            return rc;
+        /* proj [T,H] = att . Wo^T, summed over ranks */
+        if ((rc = dev->linear(di, &att, &w->wo, NULL, &proj, err)))
+            return rc;
+        if (tp && (rc = e->com->allreduce_sum(e->comm->inst, &proj, err)))
+            return rc;
+        /* h += proj; xn = norm(h) */
+        if ((rc = dev->add_rmsnorm(di, &h, &proj, &w->ffn_norm, c->rms_eps, &xn, err)))
+            return rc;
+        if (w->is_moe) {
+            /* router [T,E]; proj [T,H] = sum of the chosen experts */
+            sy_tensor router = rows(&e->router, T);
+            if ((rc = dev->linear(di, &xn, &w->router, NULL, &router, err)) ||
+                (rc = e->mo->forward(e->moe->inst, l, &xn, &router, &proj, err)))
+                return rc;
+        } else {
+            /* gate/up [T,F]; proj [T,H] = down(silu(gate) * up) */
+            sy_tensor gate = rows(&e->gate, T), up = rows(&e->up, T);
+            gate.shape[1] = up.shape[1] = w->w_gate.shape[0];
+            gate.stride[0] = up.stride[0] = gate.shape[1];
+            if ((rc = dev->linear(di, &xn, &w->w_gate, NULL, &gate, err)) ||
+                (rc = dev->linear(di, &xn, &w->w_up, NULL, &up, err)) ||
+                (rc = dev->silu_mul(di, &gate, &up, &gate, err)) ||
+                (rc = dev->linear(di, &gate, &w->w_down, NULL, &proj, err)))
+                return rc;
+        }
+        if (tp && (rc = e->com->allreduce_sum(e->comm->inst, &proj, err)))
+            return rc;
+    }
+    if (n_sel == 0)
+        return dev->synchronize ? dev->synchronize(di, err) : SY_OK;
+    /* xn = norm(h + proj); sel [S,H] = the rows that predict; logits [S,V] */
+    if ((rc = dev->add_rmsnorm(di, &h, &proj, &e->final_norm, c->rms_eps, &xn, err)))
+        return rc;
+    sy_tensor sel = rows(&e->sel, n_sel), logits = rows(&e->logits, n_sel);
+    if ((rc = dev->embed(di, &xn, e->sel_rows, n_sel, &sel, err)) ||
+        (rc = dev->linear(di, &sel, &e->lm_head, NULL, &logits, err)))
+        return rc;
+    return dev->download(di, logits_out, &logits, sizeof(float) * (size_t)n_sel * (size_t)c->vocab, err);
+}

@@ -1,0 +1,187 @@
+#include "config.h"
+
+#include "engine/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+sy_sampling sy_sampling_default(void)
+{
+    sy_sampling p = {.temperature = 0.0f, .top_p = 1.0f, .top_k = 0, .min_p = 0.0f, .seed = 0};
+    return p;
+}
+
+int sy_sampling_check(const sy_sampling *p, sy_err *err)
+{
+    if (!(p->temperature >= 0.0f) || p->temperature > 100.0f)
+        return sy_err_set(err, SY_ERR_INVALID, "temperature must be in [0, 100], found %g", (double)p->temperature);
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return sy_err_set(err, SY_ERR_INVALID, "top_p must be in (0, 1], found %g", (double)p->top_p);
+    if (p->top_k < 0)
+        return sy_err_set(err, SY_ERR_INVALID, "top_k must be >= 0 (0 disables it), found %d", p->top_k);
+    if (!(p->min_p >= 0.0f && p->min_p < 1.0f))
+        return sy_err_set(err, SY_ERR_INVALID, "min_p must be in [0, 1), found %g", (double)p->min_p);
+    return SY_OK;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+/* xoshiro256**: small, fast, and good enough for sampling. */
+static uint64_t rng_next(uint64_t s[4])
+{
+    uint64_t r = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double rng_uniform(uint64_t s[4]) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+int sy_sampler_init(sy_sampler *s, const sy_sampling *p, int32_t vocab, sy_err *err)
+{
+    memset(s, 0, sizeof *s);
+    int rc = sy_sampling_check(p, err);
+    if (rc)
+        return rc;
+    s->p = *p;
+    s->vocab = vocab;
+    uint64_t x = p->seed;
+    for (int i = 0; i < 4; i++)
+        s->rng[i] = splitmix64(&x);
+    if (p->temperature > 0.0f) {
+        s->idx = malloc(sizeof(int32_t) * (size_t)vocab);
+        s->prob = malloc(sizeof(float) * (size_t)vocab);
+        if (!s->idx || !s->prob) {
+            sy_sampler_fini(s);
+            return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate sampler scratch for %d tokens", vocab);
+        }
+    }
+    return SY_OK;
+}
+
+void sy_sampler_fini(sy_sampler *s)
+{
+    free(s->idx);
+    free(s->prob);
+    s->idx = NULL;
+    s->prob = NULL;
+}
+
+static int32_t argmax(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best]) /* strict: the lowest id wins a tie */
+            best = i;
+    return best;
+}
+
+/* Sorts idx[0..n) by prob descending, ties by id ascending. */
+static void sort_desc(int32_t *idx, const float *prob, int32_t n)
+{
+    /* Shell sort: no comparator context is needed (qsort has none in C11). */
+    static const int32_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
+    for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; g++) {
+        int32_t gap = gaps[g];
+        for (int32_t i = gap; i < n; i++) {
+            int32_t v = idx[i];
+            int32_t j = i;
+            while (j >= gap && (prob[idx[j - gap]] < prob[v] || (prob[idx[j - gap]] == prob[v] && idx[j - gap] > v))) {
+                idx[j] = idx[j - gap];
+                j -= gap;
+            }
+            idx[j] = v;
+        }
+    }
+}
+
+int32_t sy_sampler_next(sy_sampler *s, const float *logits)
+{
+    const int32_t V = s->vocab;
+    if (s->p.temperature <= 0.0f)
+        return argmax(logits, V);
+
+    /* Softmax at temperature T over all tokens. */
+    float mx = logits[argmax(logits, V)];
+    double sum = 0.0;
+    const float inv_t = 1.0f / s->p.temperature;
+    for (int32_t i = 0; i < V; i++) {
+        s->prob[i] = expf((logits[i] - mx) * inv_t);
+        sum += s->prob[i];
+    }
+    const float inv_sum = (float)(1.0 / sum);
+    /* min_p: keep tokens with p >= min_p * p_max (p_max = 1/sum after scaling). */
+    const float keep_min = s->p.min_p * inv_sum;
+    int32_t n = 0;
+    for (int32_t i = 0; i < V; i++) {
+        s->prob[i] *= inv_sum;
+        if (s->prob[i] >= keep_min && s->prob[i] > 0.0f)
+            s->idx[n++] = i;
+    }
+    if (n == 0)
+        return argmax(logits, V);
+
+    const int need_sort = (s->p.top_k > 0 && s->p.top_k < n) || s->p.top_p < 1.0f;
+    if (need_sort) {
+        /* Only the top of the distribution matters: pre-filter to tokens above a
+         * tiny threshold so the sort stays cheap on large vocabularies. */
+        if (n > 1024) {
+            int32_t m = 0;
+            for (int32_t i = 0; i < n; i++)
+                if (s->prob[s->idx[i]] >= 1e-6f)
+                    s->idx[m++] = s->idx[i];
+            if (m > 0 && (s->p.top_k == 0 || m >= s->p.top_k))
+                n = m;
+        }
+        sort_desc(s->idx, s->prob, n);
+        if (s->p.top_k > 0 && s->p.top_k < n)
+            n = s->p.top_k;
+        if (s->p.top_p < 1.0f) {
+            double c = 0.0;
+            int32_t cut = n;
+            for (int32_t i = 0; i < n; i++) {
+                c += s->prob[s->idx[i]];
+                if (c >= s->p.top_p) {
+                    cut = i + 1;
+                    break;
+                }
+            }
+            n = cut;
+        }
+    }
+    double total = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        total += s->prob[s->idx[i]];
+    double r = rng_uniform(s->rng) * total;
+    double acc = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += s->prob[s->idx[i]];
+        if (r < acc)
+            return s->idx[i];
+    }
+    return s->idx[n - 1];
+}
+
+float sy_logprob(const float *logits, int32_t vocab, int32_t id)
+{
+    float mx = logits[argmax(logits, vocab)];
+    double sum = 0.0;
+    for (int32_t i = 0; i < vocab; i++)
+        sum += exp((double)logits[i] - mx);
+    return (float)((double)logits[id] - mx - log(sum));
+}

@@ -1,0 +1,42 @@
+/*
+ * Token sampling on host logits: greedy at temperature 0 (lowest id wins an
+ * exact tie, as the reference implementations do), otherwise temperature,
+ * top-k, top-p and min-p filtering and a seeded draw. One sampler per
+ * request: its random state is the request's own, so a seed reproduces.
+ */
+#ifndef SY_SAMPLER_H
+#define SY_SAMPLER_H
+
+#include <stdint.h>
+
+#include "switchyard/plugin.h"
+
+typedef struct sy_sampling {
+    float temperature; /* <= 0: greedy */
+    float top_p;       /* (0, 1]; 1: off */
+    int32_t top_k;     /* 0: off */
+    float min_p;       /* [0, 1); 0: off */
+    uint64_t seed;
+} sy_sampling;
+
+typedef struct sy_sampler {
+    sy_sampling p;
+    int32_t vocab;
+    uint64_t rng[4];
+    int32_t *idx;  /* [vocab] scratch */
+    float *prob;   /* [vocab] scratch */
+} sy_sampler;
+
+/* Default parameters: greedy. */
+sy_sampling sy_sampling_default(void);
+/* Checks ranges; the message names the parameter and the accepted range. */
+int sy_sampling_check(const sy_sampling *p, sy_err *err);
+
+int sy_sampler_init(sy_sampler *s, const sy_sampling *p, int32_t vocab, sy_err *err);
+void sy_sampler_fini(sy_sampler *s);
+/* Picks the next token from vocab logits (not modified). */
+int32_t sy_sampler_next(sy_sampler *s, const float *logits);
+/* log-softmax of logits[id] (for logprobs and tests). */
+float sy_logprob(const float *logits, int32_t vocab, int32_t id);
+
+#endif
