@@ -1,1 +1,30 @@
-# cpu tests
+# cpu tests: the cpu plugins (loaded with dlopen from build-plugins/, as the
+# core loads them) against plain double-precision references, and the
+# shared kernels (linked directly from libsykern).
+SY_CPU_TESTS = \
+	tests/unit/test_cpu_plugins \
+	tests/unit/test_cpu_kernels \
+	tests/unit/test_cpu_device \
+	tests/unit/test_cpu_attn \
+	tests/unit/test_cpu_moe
+check_PROGRAMS += $(SY_CPU_TESTS)
+TESTS += $(SY_CPU_TESTS)
+
+SY_CPU_TEST_HARNESS = tests/unit/test_cpu_harness.c tests/unit/test_cpu_harness.h
+SY_CPU_TEST_LIBS = -ldl -lm -lpthread
+
+tests_unit_test_cpu_plugins_SOURCES = tests/unit/test_cpu_plugins.c $(SY_CPU_TEST_HARNESS)
+tests_unit_test_cpu_plugins_LDADD = $(SY_CPU_TEST_LIBS)
+
+tests_unit_test_cpu_device_SOURCES = tests/unit/test_cpu_device.c $(SY_CPU_TEST_HARNESS)
+tests_unit_test_cpu_device_LDADD = $(SY_CPU_TEST_LIBS)
+
+tests_unit_test_cpu_attn_SOURCES = tests/unit/test_cpu_attn.c $(SY_CPU_TEST_HARNESS)
+tests_unit_test_cpu_attn_LDADD = $(SY_CPU_TEST_LIBS)
+
+tests_unit_test_cpu_moe_SOURCES = tests/unit/test_cpu_moe.c $(SY_CPU_TEST_HARNESS)
+tests_unit_test_cpu_moe_LDADD = $(SY_CPU_TEST_LIBS)
+
+tests_unit_test_cpu_kernels_SOURCES = tests/unit/test_cpu_kernels.c $(SY_CPU_TEST_HARNESS)
+tests_unit_test_cpu_kernels_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu
+tests_unit_test_cpu_kernels_LDADD = plugins/common/cpu/libsykern.la $(SY_CPU_TEST_LIBS)

@@ -1,1 +1,8 @@
-# ref tests
+# ref tests: the float64 numpy reference forward pass (tests/ref/reference.py)
+# checked against shared/models/expected_greedy.json, and sy-mkmodel's
+# checkpoints (determinism, layout, reference.py on each test preset).
+TESTS += tests/ref/test_reference_self.sh tests/ref/test_mkmodel.sh
+EXTRA_DIST += \
+	tests/ref/test_reference_self.sh tests/ref/test_mkmodel.sh \
+	tests/ref/reference.py tests/ref/validate_expected.py \
+	tests/ref/check_checkpoint.py

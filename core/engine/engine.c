@@ -2,6 +2,7 @@
 
 #include "engine/engine_internal.h"
 #include "engine/rope.h"
+#include "plugin/loader_config.h"
 #include "model/load_progress.h"
 #include "util/log.h"
 
@@ -23,11 +24,6 @@ static const sy_key_decl scheduler_keys[] = {
     {"max_batch_tokens", SY_KEY_INT, "2048", "tokens in one engine step (bounds chunked prefill)", 1, 1 << 20, NULL},
     {"kv_block_size", SY_KEY_INT, "16", "tokens per paged-KV block", 1, 1024, NULL},
     {"kv_cache_size", SY_KEY_SIZE, "256M", "memory for the paged KV cache (all layers, K and V)", 1, 0, NULL},
-    {NULL, 0, NULL, NULL, 0, 0, NULL},
-};
-
-static const sy_key_decl plugins_keys[] = {
-    {"path", SY_KEY_STRING, "", "colon-separated directories searched for plugins before the install dir", 1, 0, NULL},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -237,21 +233,13 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the engine");
     sy_host_init(&e->host);
 
-    sy_kv *mk = NULL, *sk = NULL, *pk = NULL;
-    size_t nmk = 0, nsk = 0, npk = 0;
+    sy_kv *mk = NULL, *sk = NULL;
+    size_t nmk = 0, nsk = 0;
     static const char *const no_reserved[] = {NULL};
     int rc;
     if ((rc = sy_config_bind(cfg, "model", model_keys, no_reserved, &mk, &nmk, err)) ||
         (rc = sy_config_bind(cfg, "scheduler", scheduler_keys, no_reserved, &sk, &nsk, err)) ||
-        (rc = sy_config_bind(cfg, "plugins", plugins_keys, no_reserved, &pk, &npk, err)))
-        goto fail;
-
-    e->loader = sy_loader_new(opts && opts->plugin_dirs ? opts->plugin_dirs : NULL, NULL);
-    if (!e->loader) {
-        rc = sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the plugin loader");
-        goto fail;
-    }
-    if (*kv_str(pk, npk, "path") && (rc = sy_loader_add_dir(e->loader, kv_str(pk, npk, "path"), err)))
+        (rc = sy_loader_from_config(cfg, opts ? opts->plugin_dirs : NULL, NULL, &e->loader, err)))
         goto fail;
 
     /* Device first: its worker pool serves every other plugin. */
@@ -325,14 +313,12 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
             (double)e->model->n_params / 1e6, e->describe, e->kv.n_blocks, e->kv.block_size);
     free(mk);
     free(sk);
-    free(pk);
     *out = e;
     return SY_OK;
 
 fail:
     free(mk);
     free(sk);
-    free(pk);
     sy_engine_close(e);
     return rc;
 }

@@ -64,6 +64,10 @@ typedef struct sy_model_config {
     int32_t decoder_sparse_step; /* layer i is MoE when (i+1) % step == 0 */
     uint8_t *layer_is_moe;       /* [n_layers], derived from step and mlp_only_layers */
 
+    /* Sliding-window attention span in tokens (Mistral, Mixtral); 0: full
+     * attention (also when the window covers max_pos anyway). */
+    int32_t sliding_window;
+
     /* Special token ids from config.json / generation_config.json; -1 if none. */
     int32_t bos_id;
     int32_t eos_ids[8];
@@ -130,6 +134,12 @@ void sy_model_config_free(sy_model_config *cfg);
  */
 int sy_model_load(const char *dir, sy_load_progress_fn progress, void *progress_arg, sy_model **out, sy_err *err);
 void sy_model_free(sy_model *m);
+
+/*
+ * The checkpoint's name of a view bound in m (for prepare_weight and
+ * messages), matched by data pointer; NULL if t is not one of m's views.
+ */
+const char *sy_model_tensor_name(const sy_model *m, const sy_tensor *t);
 
 /* The name architectures[0] must have for arch, e.g. "LlamaForCausalLM". */
 const char *sy_arch_name(sy_arch a);

@@ -62,6 +62,9 @@ int sy_loader_resolve(sy_loader *ld, sy_plugin_kind kind, const char *spec, cons
 /*
  * Creates an instance from the keys of config section `section` (validated
  * against the plugin's declared keys; "plugin" is reserved).
+ * Takes ownership of p, success or not: sy_plugin_inst_destroy closes it
+ * (resolve again for a second instance). The instance keeps its own copy
+ * of its keys, so cfg may be freed once this returns.
  */
 int sy_plugin_create(sy_plugin *p, const sy_host *host, const sy_config *cfg, const char *section,
                      sy_plugin_inst **out, sy_err *err);

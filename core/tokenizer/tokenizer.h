@@ -21,7 +21,11 @@ typedef struct sy_tokenizer sy_tokenizer;
  * generation_config.json (bos_token_id, eos_token_id) when present.
  */
 int sy_tokenizer_load_dir(const char *dir, sy_tokenizer **out, sy_err *err);
-/* Loads one tokenizer.json with no companion files (no BOS added). */
+/*
+ * Loads one tokenizer.json with no companion files: SY_TOK_ADD_SPECIAL then
+ * adds what its post_processor template says (as Hugging Face's
+ * Tokenizer.from_file does), and there are no EOS ids.
+ */
 int sy_tokenizer_load_file(const char *path, sy_tokenizer **out, sy_err *err);
 void sy_tokenizer_free(sy_tokenizer *t);
 
@@ -32,7 +36,9 @@ enum {
 
 /*
  * Encodes len bytes of UTF-8 text. *ids is allocated with malloc and owned
- * by the caller. Invalid UTF-8 is encoded byte-wise, never rejected.
+ * by the caller (non-NULL even when *n_ids is 0). Invalid UTF-8 is encoded
+ * byte-wise, never rejected. Safe to call from several threads at once.
+ * Errors: SY_ERR_INVALID (NULL arguments), SY_ERR_NOMEM.
  */
 int sy_tokenizer_encode(const sy_tokenizer *t, const char *text, size_t len, int flags, int32_t **ids,
                         size_t *n_ids, sy_err *err);
@@ -47,7 +53,12 @@ const char *sy_tokenizer_piece(const sy_tokenizer *t, int32_t id);
 /* Looks a token string up (vocabulary or added tokens); -1 if absent. */
 int32_t sy_tokenizer_token_id(const sy_tokenizer *t, const char *piece);
 
-/* Decodes a whole id sequence; *text is malloc'd, NUL-terminated. */
+/*
+ * Decodes a whole id sequence; *text is malloc'd, NUL-terminated. With
+ * skip_special, special added tokens are left out. Errors: SY_ERR_INVALID
+ * for an id outside [0, vocab_size); ids in range without a piece decode
+ * to nothing.
+ */
 int sy_tokenizer_decode(const sy_tokenizer *t, const int32_t *ids, size_t n, bool skip_special, char **text,
                         size_t *len, sy_err *err);
 
@@ -58,10 +69,26 @@ int sy_tokenizer_decode(const sy_tokenizer *t, const int32_t *ids, size_t n, boo
  * U+FFFD, as the reference decoders do).
  */
 typedef struct sy_detok sy_detok;
+/* Starts at the beginning of a sequence (NULL when out of memory). */
 sy_detok *sy_detok_new(const sy_tokenizer *t, bool skip_special);
+/*
+ * Starts after context ids (typically the prompt) whose text is not
+ * emitted: the pieces pushed afterwards join up to decode(context + pushed)
+ * minus decode(context), so decoder steps that act only at the start of a
+ * sequence (the SentencePiece leading-space strip) are not repeated. Ids
+ * out of range in the context are ignored. NULL when out of memory.
+ */
+sy_detok *sy_detok_new_after(const sy_tokenizer *t, const int32_t *context, size_t n_context, bool skip_special);
 void sy_detok_free(sy_detok *d);
-/* Returns the number of bytes of new text written to *piece (valid until the next call). */
+/*
+ * Sets *piece / *len to the new text that is now final (valid until the
+ * next call; *len may be 0 while a character or a byte run is incomplete).
+ * Returns SY_OK, or SY_ERR_INVALID (an id out of range, a push after
+ * finish) or SY_ERR_NOMEM. The pieces of a sequence join up to exactly
+ * what sy_tokenizer_decode gives for it.
+ */
 int sy_detok_push(sy_detok *d, int32_t id, const char **piece, size_t *len, sy_err *err);
+/* Flushes what is held back; later calls return 0 bytes. Same returns as push. */
 int sy_detok_finish(sy_detok *d, const char **piece, size_t *len, sy_err *err);
 
 #endif

@@ -87,7 +87,7 @@ static int run_model(const char *shared, const char *plugin_dir, const char *nam
         for (int32_t i = 0; i < np && i < 512; i++)
             prompt[i] = (int32_t)json_integer_value(json_array_get(pids, (size_t)i));
         run r = {.top5 = json_object_get(cs, "top5"), .vocab = sy_engine_model_config(e)->vocab};
-        r.detok = sy_detok_new_after(sy_engine_tokenizer(e), prompt, (size_t)np, false);
+        r.detok = sy_detok_new_after(sy_engine_tokenizer(e), prompt, (size_t)np, true);
         sy_gen_params gp = {.max_tokens = (int32_t)json_array_size(gids), .sampling = sy_sampling_default(),
                             .ignore_eos = true};
         sy_gen_stats st;

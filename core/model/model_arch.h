@@ -1,0 +1,124 @@
+/*
+ * Architecture table (private to core/model).
+ *
+ * A tensor's role (query projection, expert up projection, ...) is an enum
+ * with one generic description: which part of the model it belongs to
+ * (model / layer / expert), when it is needed (always, only untied, only in
+ * MoE layers, ...), its shape in terms of config dimensions, and where it
+ * lands in sy_model. Each architecture is a row: the checkpoint's name for
+ * every role it has ("{L}" is the layer index, "{E}" the expert index), its
+ * config defaults, and a hook that reads its family-specific config fields
+ * (MoE sizes, which layers are MoE).
+ *
+ * Adding a family (DeepSeek-V3's MLA, shared experts, first_k_dense_replace)
+ * means: new roles and dimensions here, their slots in sy_layer_weights,
+ * config fields in sy_model_config, and one more row with its hook.
+ */
+#ifndef SY_MODEL_ARCH_H
+#define SY_MODEL_ARCH_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "model/model.h"
+#include "model/model_json.h"
+
+typedef enum sy_role {
+    /* model scope */
+    SY_ROLE_EMBED = 0,
+    SY_ROLE_FINAL_NORM,
+    SY_ROLE_LM_HEAD,
+    /* layer scope */
+    SY_ROLE_ATTN_NORM,
+    SY_ROLE_WQ,
+    SY_ROLE_WK,
+    SY_ROLE_WV,
+    SY_ROLE_WO,
+    SY_ROLE_BQ,
+    SY_ROLE_BK,
+    SY_ROLE_BV,
+    SY_ROLE_Q_NORM,
+    SY_ROLE_K_NORM,
+    SY_ROLE_FFN_NORM,
+    SY_ROLE_GATE,
+    SY_ROLE_UP,
+    SY_ROLE_DOWN,
+    SY_ROLE_ROUTER,
+    /* expert scope */
+    SY_ROLE_EXP_GATE,
+    SY_ROLE_EXP_UP,
+    SY_ROLE_EXP_DOWN,
+    SY_ROLE_COUNT
+} sy_role;
+
+typedef enum sy_role_scope { SY_SCOPE_MODEL, SY_SCOPE_LAYER, SY_SCOPE_EXPERT } sy_role_scope;
+
+/* When a role's tensor must be present. */
+typedef enum sy_role_when {
+    SY_WHEN_ALWAYS,
+    SY_WHEN_UNTIED,    /* tie_word_embeddings false */
+    SY_WHEN_ATTN_BIAS, /* attention_bias true */
+    SY_WHEN_QK_NORM,   /* cfg.qk_norm */
+    SY_WHEN_DENSE,     /* a layer with a dense MLP */
+    SY_WHEN_MOE        /* an MoE layer */
+} sy_role_when;
+
+/* Config dimensions a shape is made of. */
+typedef enum sy_dim {
+    SY_DIM_NONE = 0,
+    SY_DIM_HIDDEN,
+    SY_DIM_VOCAB,
+    SY_DIM_Q,  /* n_heads * head_dim */
+    SY_DIM_KV, /* n_kv_heads * head_dim */
+    SY_DIM_HEAD,
+    SY_DIM_INTER,
+    SY_DIM_MOE_INTER,
+    SY_DIM_EXPERTS,
+    SY_DIM_COUNT
+} sy_dim;
+
+#define SY_ROLE_MAX_DIMS 2
+
+typedef struct sy_role_desc {
+    const char *what; /* for messages: "query projection" */
+    sy_role_scope scope;
+    sy_role_when when;
+    sy_dim shape[SY_ROLE_MAX_DIMS]; /* SY_DIM_NONE ends it */
+} sy_role_desc;
+
+typedef struct sy_arch_desc {
+    sy_arch arch;
+    const char *hf_name; /* architectures[0] */
+    /* Defaults of the family's transformers config class. */
+    int32_t default_max_pos;
+    double default_rms_eps;
+    double default_rope_theta;
+    bool qk_norm;
+    bool reads_attention_bias; /* the config's attention_bias field applies */
+    /*
+     * Family-specific config: MoE sizes and routing, which layers are MoE
+     * (cfg->layer_is_moe, already allocated and zeroed), sliding window.
+     * Runs after the generic fields are read.
+     */
+    int (*parse_extra)(const sy_json_reader *r, const json_t *root, sy_model_config *cfg);
+    /* Checkpoint name per role; NULL: the family has no such tensor. */
+    const char *tensors[SY_ROLE_COUNT];
+} sy_arch_desc;
+
+const sy_role_desc *sy__model_role_desc(sy_role r);
+/* NULL if hf_name is not a supported architectures[0]. */
+const sy_arch_desc *sy__model_arch_find(const char *hf_name);
+/* Writes the comma-separated list of supported architectures[0] names. */
+void sy__model_arch_supported(char *buf, size_t cap);
+
+/* Whether role r is needed for layer (ignored for model scope). */
+bool sy__model_role_needed(const sy_model_config *cfg, sy_role r, int layer);
+/* Value and config spelling ("num_attention_heads*head_dim") of a dimension. */
+int64_t sy__model_dim_value(const sy_model_config *cfg, sy_dim d);
+const char *sy__model_dim_name(sy_dim d);
+/* Expands "{L}" and "{E}" in pattern; -1 if it does not fit. */
+int sy__model_tensor_name(char *out, size_t cap, const char *pattern, int layer, int expert);
+/* Where role r of layer / expert lives in m. */
+sy_tensor *sy__model_role_slot(sy_model *m, sy_role r, int layer, int expert);
+
+#endif

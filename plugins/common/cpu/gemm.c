@@ -1,0 +1,125 @@
+/*
+ * GEMM driver: cache blocking and the split over workers, around the ISA's
+ * serial gemm_nt micro-kernels.
+ *
+ * k is cut into fixed KC-element slices whose partial sums accumulate in
+ * out, in slice order. KC never depends on n or on the thread count, so one
+ * output element sees the same operations whether its row was computed
+ * alone (decode) or in a batch (prefill, batched decode): batch-invariant.
+ *
+ * Two loop orders, same arithmetic:
+ *  - few rows (decode, n <= FEW): per group of weight rows, all k slices, so
+ *    each weight row streams once from memory, sequentially;
+ *  - many rows: per NB-row block of x (L2-resident) and k slice, all the
+ *    chunk's weight rows; a group of weight rows (MR x KC) stays in L1 while
+ *    the kernel runs over every NR-row group of the block, so each weight
+ *    tile is read from memory once per NB tokens.
+ */
+#include "config.h"
+
+#include "sykconv.h"
+#include "sykern.h"
+
+#define KC 1024   /* k slice: MR weight rows of it fit L1 (16 KB at F32) */
+#define NB 64     /* x rows per block: NB x KC floats = 256 KB, L2-resident */
+#define CJ 16     /* weight rows per sweep in the few-rows order */
+#define FEW 8     /* up to this many x rows, the few-rows order */
+
+static inline float bias_at(const syk_gemm *g, int64_t j)
+{
+    if (g->bias_dtype == SY_DTYPE_F32)
+        return ((const float *)g->bias)[j];
+    if (g->bias_dtype == SY_DTYPE_BF16)
+        return syk_bf16_to_f32(((const uint16_t *)g->bias)[j]);
+    return syk_f16_to_f32(((const uint16_t *)g->bias)[j]);
+}
+
+static inline const void *wptr(const syk_gemm *g, int64_t row, int64_t col)
+{
+    return (const char *)g->w + ((size_t)row * (size_t)g->ldw + (size_t)col) * syk_wdtype_size(g->wdtype);
+}
+
+void syk_gemm_tile(const syk_kernels *kern, const syk_gemm *g, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    if (r1 <= r0 || c1 <= c0)
+        return;
+    const syk_gemm_nt_fn nt = kern->gemm_nt[g->wdtype];
+    const int64_t k = g->k;
+    if (k == 0) {
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t j = c0; j < c1; j++)
+                g->out[r * g->ldo + j] = 0.0f;
+    } else if (r1 - r0 <= FEW) {
+        for (int64_t j = c0; j < c1; j += CJ) {
+            const int64_t mj = c1 - j < CJ ? c1 - j : CJ;
+            for (int64_t kb = 0; kb < k; kb += KC) {
+                const int64_t kc = k - kb < KC ? k - kb : KC;
+                nt(g->x + r0 * g->ldx + kb, g->ldx, wptr(g, j, kb), g->ldw, g->out + r0 * g->ldo + j, g->ldo,
+                   r1 - r0, mj, kc, kb > 0);
+            }
+        }
+    } else {
+        for (int64_t rb = r0; rb < r1; rb += NB) {
+            const int64_t nr = r1 - rb < NB ? r1 - rb : NB;
+            for (int64_t kb = 0; kb < k; kb += KC) {
+                const int64_t kc = k - kb < KC ? k - kb : KC;
+                nt(g->x + rb * g->ldx + kb, g->ldx, wptr(g, c0, kb), g->ldw, g->out + rb * g->ldo + c0, g->ldo, nr,
+                   c1 - c0, kc, kb > 0);
+            }
+        }
+    }
+    if (g->bias)
+        for (int64_t r = r0; r < r1; r++) {
+            float *o = g->out + r * g->ldo;
+            for (int64_t j = c0; j < c1; j++)
+                o[j] += bias_at(g, j);
+        }
+}
+
+typedef struct gemm_job {
+    const syk_kernels *kern;
+    const syk_gemm *g;
+    int64_t n_cchunks, groups_per_chunk, n_groups;
+} gemm_job;
+
+static void gemm_items(void *arg, int64_t begin, int64_t end, int worker)
+{
+    (void)worker;
+    const gemm_job *j = arg;
+    const syk_gemm *g = j->g;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t rb = it / j->n_cchunks, cc = it % j->n_cchunks;
+        const int64_t r0 = rb * NB, r1 = r0 + NB < g->n ? r0 + NB : g->n;
+        const int64_t g0 = cc * j->groups_per_chunk;
+        const int64_t g1 = g0 + j->groups_per_chunk < j->n_groups ? g0 + j->groups_per_chunk : j->n_groups;
+        const int64_t c0 = g0 * 4, c1 = g1 * 4 < g->m ? g1 * 4 : g->m;
+        syk_gemm_tile(j->kern, g, r0, r1, c0, c1);
+    }
+}
+
+void syk_gemm_run(const syk_kernels *kern, const syk_gemm *g, const syk_par *par)
+{
+    if (g->n <= 0 || g->m <= 0)
+        return;
+    const int workers = par && par->run ? par->n_workers : 1;
+    const double flops = 2.0 * (double)g->n * (double)g->m * (double)g->k;
+    /* Below ~100k flops, waking the pool costs more than it saves. */
+    if (workers <= 1 || flops < 1e5) {
+        syk_gemm_tile(kern, g, 0, g->n, 0, g->m);
+        return;
+    }
+    gemm_job j;
+    j.kern = kern;
+    j.g = g;
+    j.n_groups = (g->m + 3) / 4;
+    const int64_t n_rb = (g->n + NB - 1) / NB;
+    /* Enough column chunks that every worker gets about four items. */
+    int64_t want = ((int64_t)workers * 4 + n_rb - 1) / n_rb;
+    if (want > j.n_groups)
+        want = j.n_groups;
+    if (want < 1)
+        want = 1;
+    j.groups_per_chunk = (j.n_groups + want - 1) / want;
+    j.n_cchunks = (j.n_groups + j.groups_per_chunk - 1) / j.groups_per_chunk;
+    syk_par_for(par, n_rb * j.n_cchunks, 1, gemm_items, &j);
+}

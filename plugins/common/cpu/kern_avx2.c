@@ -1,0 +1,282 @@
+/*
+ * AVX2 + FMA + F16C kernels, the same algorithms as kern_avx512.c with 8
+ * lanes and 16 registers: a 2 x 4 micro-tile (8 accumulators + 4 weights +
+ * 1 x). Compiled for that target by pragma; only called after
+ * syk_isa_usable() said yes.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "sykern.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+#include <immintrin.h>
+
+#define INL static inline __attribute__((always_inline))
+#define NR 2
+#define MR 4
+#define PV_NR 4 /* pv tile: 4 rows x 2 vectors of d + 2 v + 1 broadcast */
+
+INL __m256 widen16(__m128i h, const int dt)
+{
+    if (dt == SY_DTYPE_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+INL __m256 load_w(const void *w, int64_t off, const int dt)
+{
+    if (dt == SY_DTYPE_F32)
+        return _mm256_loadu_ps((const float *)w + off);
+    return widen16(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + off)), dt);
+}
+
+INL __m256i lane_mask(int64_t cnt)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)cnt), idx);
+}
+
+/* The first cnt (< 8) elements, zeros after; never reads past them. */
+INL __m256 load_w_part(const void *w, int64_t off, const int dt, int64_t cnt)
+{
+    if (cnt <= 0)
+        return _mm256_setzero_ps();
+    if (dt == SY_DTYPE_F32)
+        return _mm256_maskload_ps((const float *)w + off, lane_mask(cnt));
+    uint16_t buf[8] = {0};
+    memcpy(buf, (const uint16_t *)w + off, sizeof(uint16_t) * (size_t)cnt);
+    return widen16(_mm_loadu_si128((const __m128i *)buf), dt);
+}
+
+INL __m128 red4(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+INL float red1(__m256 a)
+{
+    return _mm_cvtss_f32(red4(a, a, a, a));
+}
+
+INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
+              int accumulate, const int nr, const int mr, const int dt)
+{
+    __m256 c[NR][8];
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < mr; j++)
+            c[i][j] = _mm256_setzero_ps();
+    int64_t kk = 0;
+    for (; kk + 8 <= k; kk += 8) {
+        __m256 wv[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < mr; j++)
+            wv[j] = load_w(w, j * ldw + kk, dt);
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) {
+            const __m256 xv = _mm256_loadu_ps(x + i * ldx + kk);
+#pragma GCC unroll 8
+            for (int j = 0; j < mr; j++)
+                c[i][j] = _mm256_fmadd_ps(xv, wv[j], c[i][j]);
+        }
+    }
+    if (kk < k) {
+        const int64_t cnt = k - kk;
+        __m256 wv[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < mr; j++)
+            wv[j] = load_w_part(w, j * ldw + kk, dt, cnt);
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) {
+            const __m256 xv = _mm256_maskload_ps(x + i * ldx + kk, lane_mask(cnt));
+#pragma GCC unroll 8
+            for (int j = 0; j < mr; j++)
+                c[i][j] = _mm256_fmadd_ps(xv, wv[j], c[i][j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++) {
+        float *o = out + i * ldo;
+        int j = 0;
+#pragma GCC unroll 2
+        for (; j + 4 <= mr; j += 4) {
+            __m128 s = red4(c[i][j], c[i][j + 1], c[i][j + 2], c[i][j + 3]);
+            if (accumulate)
+                s = _mm_add_ps(_mm_loadu_ps(o + j), s);
+            _mm_storeu_ps(o + j, s);
+        }
+#pragma GCC unroll 4
+        for (; j < mr; j++) {
+            const float s = red1(c[i][j]);
+            o[j] = accumulate ? o[j] + s : s;
+        }
+    }
+}
+
+INL void col_group(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t n,
+                   int64_t k, int accumulate, const int mr, const int dt)
+{
+    int64_t i = 0;
+    for (; i + NR <= n; i += NR)
+        tile(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, accumulate, NR, mr, dt);
+    if (i < n)
+        tile(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, accumulate, 1, mr, dt);
+}
+
+INL void gemm_nt(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t n,
+                 int64_t m, int64_t k, int accumulate, const int dt)
+{
+    const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
+#define WROW(j) ((const char *)w + (size_t)(j) * (size_t)ldw * es)
+    int64_t j = 0;
+    if (n == 1) /* GEMV: eight weight rows in flight */
+        for (; j + 8 <= m; j += 8)
+            tile(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, 1, 8, dt);
+    for (; j + MR <= m; j += MR)
+        col_group(x, ldx, WROW(j), ldw, out + j, ldo, n, k, accumulate, MR, dt);
+    for (; j < m; j++)
+        col_group(x, ldx, WROW(j), ldw, out + j, ldo, n, k, accumulate, 1, dt);
+#undef WROW
+}
+
+/* acc[i][d0..d0+16) += sum_j p[i][j] v[j][d0..d0+16), the second vector partial or absent at the end. */
+INL void pv_tile(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda, int64_t npos,
+                 int64_t d0, int64_t dv, const int nr, const int dt)
+{
+    const int64_t rem0 = dv - d0 < 8 ? dv - d0 : 8;
+    const int64_t rem1 = dv - d0 - 8 < 0 ? 0 : dv - d0 - 8 < 8 ? dv - d0 - 8 : 8;
+    const __m256i m0 = lane_mask(rem0), m1 = lane_mask(rem1);
+    __m256 c[PV_NR][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) {
+        c[i][0] = _mm256_maskload_ps(acc + i * lda + d0, m0);
+        c[i][1] = _mm256_maskload_ps(acc + i * lda + d0 + 8, m1);
+    }
+    const int full = rem0 == 8 && rem1 == 8;
+    for (int64_t j = 0; j < npos; j++) {
+        __m256 v0, v1;
+        if (full) {
+            v0 = load_w(v, j * ldv + d0, dt);
+            v1 = load_w(v, j * ldv + d0 + 8, dt);
+        } else {
+            v0 = rem0 == 8 ? load_w(v, j * ldv + d0, dt) : load_w_part(v, j * ldv + d0, dt, rem0);
+            v1 = load_w_part(v, j * ldv + d0 + 8, dt, rem1);
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++) {
+            const __m256 pb = _mm256_broadcast_ss(p + i * ldp + j);
+            c[i][0] = _mm256_fmadd_ps(pb, v0, c[i][0]);
+            c[i][1] = _mm256_fmadd_ps(pb, v1, c[i][1]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) {
+        _mm256_maskstore_ps(acc + i * lda + d0, m0, c[i][0]);
+        _mm256_maskstore_ps(acc + i * lda + d0 + 8, m1, c[i][1]);
+    }
+}
+
+INL void gemm_nn_acc(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda, int64_t n,
+                     int64_t npos, int64_t dv, const int dt)
+{
+    for (int64_t d0 = 0; d0 < dv; d0 += 16) {
+        int64_t i = 0;
+        for (; i + PV_NR <= n; i += PV_NR)
+            pv_tile(p + i * ldp, ldp, v, ldv, acc + i * lda, lda, npos, d0, dv, PV_NR, dt);
+        const float *pi = p + i * ldp;
+        float *ai = acc + i * lda;
+        switch (n - i) {
+        case 3: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 3, dt); break;
+        case 2: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 2, dt); break;
+        case 1: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 1, dt); break;
+        default: break;
+        }
+    }
+}
+
+/* Cephes expf with 2^n built in the exponent field (so n stays in -126..127): below -87.3
+ * the result is flushed to 0, above 88 it saturates. */
+INL __m256 exp8(__m256 x)
+{
+    const __m256 lo = _mm256_set1_ps(-87.33654f);
+    const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(lo, x));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 q = _mm256_set1_ps(1.9875691500E-4f);
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.3981999507E-3f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(8.3334519073E-3f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(4.1665795894E-2f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.6666665459E-1f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(5.0000001201E-1f));
+    const __m256 e = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(q, r), r, r), _mm256_set1_ps(1.0f));
+    const __m256i pow2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(under, _mm256_mul_ps(e, _mm256_castsi256_ps(pow2)));
+}
+
+static void vexp(float *y, const float *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
+    if (i < n) {
+        const __m256i mk = lane_mask(n - i);
+        _mm256_maskstore_ps(y + i, mk, exp8(_mm256_maskload_ps(x + i, mk)));
+    }
+}
+
+#define WRAP(DT, SUF)                                                                                              \
+    static void gemm_nt_##SUF(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo,   \
+                              int64_t n, int64_t m, int64_t k, int accumulate)                                     \
+    {                                                                                                              \
+        gemm_nt(x, ldx, w, ldw, out, ldo, n, m, k, accumulate, DT);                                                \
+    }                                                                                                              \
+    static void gemm_nn_acc_##SUF(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc,            \
+                                  int64_t lda, int64_t n, int64_t npos, int64_t dv)                                \
+    {                                                                                                              \
+        gemm_nn_acc(p, ldp, v, ldv, acc, lda, n, npos, dv, DT);                                                    \
+    }
+WRAP(SY_DTYPE_F32, f32)
+WRAP(SY_DTYPE_F16, f16)
+WRAP(SY_DTYPE_BF16, bf16)
+#undef WRAP
+
+static const syk_kernels kernels = {
+    .isa = SYK_ISA_AVX2,
+    .gemm_nt = {gemm_nt_f32, gemm_nt_f16, gemm_nt_bf16},
+    .gemm_nn_acc = {gemm_nn_acc_f32, gemm_nn_acc_f16, gemm_nn_acc_bf16},
+    .vexp = vexp,
+};
+
+#ifdef __clang__
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+const syk_kernels *syk__kernels_avx2(void)
+{
+    return &kernels;
+}
+
+#else /* not x86-64 */
+
+const syk_kernels *syk__kernels_avx2(void)
+{
+    return NULL;
+}
+
+#endif

@@ -1,0 +1,163 @@
+/*
+ * libsykern: the CPU kernels shared by the cpu plugins (device, attn, moe).
+ * A libtool convenience library linked into each plugin, built with hidden
+ * visibility, so every plugin carries its own copy and exports nothing but
+ * its entry point.
+ *
+ * Numerics: weights are read in their own dtype (F32, F16, BF16) and widened
+ * to F32 in registers; activations stay F32; every dot product accumulates
+ * in F32. The summation order of one output element depends only on the ISA
+ * and on k, never on the batch size or the thread count (batch-invariant),
+ * so a sequence decodes to the same bits alone or in a batch.
+ */
+#ifndef SY_CPU_SYKERN_H
+#define SY_CPU_SYKERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "switchyard/plugin.h"
+
+/* ------------------------------------------------------------------ ISA */
+
+typedef enum syk_isa {
+    SYK_ISA_PORTABLE = 0, /* plain C */
+    SYK_ISA_AVX2 = 1,     /* AVX2 + FMA + F16C */
+    SYK_ISA_AVX512 = 2,   /* AVX-512 F/BW/VL/DQ (+ the above) */
+    SYK_ISA_COUNT
+} syk_isa;
+
+/* The value of the `isa` key every cpu plugin declares. */
+#define SYK_ISA_CHOICES "auto|avx512|avx2|portable"
+
+const char *syk_isa_name(syk_isa isa);
+/* Parses an `isa` key value; "auto" gives the best usable ISA. Returns 0 on success. */
+int syk_isa_parse(const char *s, syk_isa *out);
+/*
+ * 1 if this CPU and the OS (XCR0 state enabled by XSAVE) support isa;
+ * otherwise 0 and why names what is missing. why may be NULL.
+ */
+int syk_isa_usable(syk_isa isa, char *why, size_t why_len);
+/* The best usable ISA (never fails: portable always is). */
+syk_isa syk_isa_best(void);
+/* Resolves an `isa` key for a plugin: SY_OK, or SY_ERR_UNSUPPORTED with the reason in err. */
+int syk_isa_from_key(const char *value, syk_isa *out, sy_err *err);
+
+/* -------------------------------------------------------------- kernels */
+
+/* Weight dtypes the kernels read, indexed by sy_dtype (F32 = 0, F16 = 1, BF16 = 2). */
+#define SYK_N_WDTYPES 3
+static inline int syk_wdtype_ok(sy_dtype d)
+{
+    return d == SY_DTYPE_F32 || d == SY_DTYPE_F16 || d == SY_DTYPE_BF16;
+}
+static inline size_t syk_wdtype_size(sy_dtype d)
+{
+    return d == SY_DTYPE_F32 ? 4 : 2;
+}
+
+/*
+ * out[i*ldo + j] (+)= sum_kk x[i*ldx + kk] * w[j*ldw + kk]  for i < n, j < m,
+ * kk < k; "+=" when accumulate. w holds elements of the table's dtype.
+ * Serial; the caller blocks for cache (see syk_gemm). Output columns are
+ * reduced in groups of 4 starting at column 0 of the call, so callers keep
+ * column offsets multiples of 4 for batch-invariant results.
+ */
+typedef void (*syk_gemm_nt_fn)(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo,
+                               int64_t n, int64_t m, int64_t k, int accumulate);
+/* acc[i*lda + d] += sum_j p[i*ldp + j] * v[j*ldv + d]  for i < n, j < npos, d < dv. */
+typedef void (*syk_gemm_nn_acc_fn)(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda,
+                                   int64_t n, int64_t npos, int64_t dv);
+/*
+ * y[i] = exp(x[i]) for softmax: within 2 ulp of expf on [-87, 88]; 0 below
+ * (exp(-inf) = 0), saturated at e^88 above; NaN stays NaN. y may alias x.
+ */
+typedef void (*syk_vexp_fn)(float *y, const float *x, int64_t n);
+
+typedef struct syk_kernels {
+    syk_isa isa;
+    syk_gemm_nt_fn gemm_nt[SYK_N_WDTYPES];
+    syk_gemm_nn_acc_fn gemm_nn_acc[SYK_N_WDTYPES];
+    syk_vexp_fn vexp;
+} syk_kernels;
+
+/* Constant tables, one per ISA; NULL when the ISA is not compiled in. */
+const syk_kernels *syk_kernels_for(syk_isa isa);
+/* Per-ISA tables, defined in kern_<isa>.c (NULL off x86-64). */
+const syk_kernels *syk__kernels_portable(void);
+const syk_kernels *syk__kernels_avx2(void);
+const syk_kernels *syk__kernels_avx512(void);
+
+/* ------------------------------------------------------------ parallelism */
+
+/*
+ * A parallel_for: the device pool's (syk_pool_run) or host->parallel_for,
+ * with its context. run == NULL runs serially on the caller (worker 0).
+ */
+typedef struct syk_par {
+    void (*run)(void *ctx, int64_t n, int64_t grain, sy_range_fn fn, void *arg);
+    void *ctx;
+    int n_workers;
+} syk_par;
+
+/* Runs fn over [0, n), in parallel when par allows. */
+void syk_par_for(const syk_par *par, int64_t n, int64_t grain, sy_range_fn fn, void *arg);
+/* A syk_par over the host's parallel_for (serial when the host has none). */
+syk_par syk_par_from_host(const sy_host *host);
+
+/* ---------------------------------------------------------------- GEMM */
+
+/* out[n, m] = x[n, k] . w[m, k]^T (+ bias[m]). Row strides in elements. */
+typedef struct syk_gemm {
+    const float *x;
+    int64_t ldx;
+    const void *w;
+    sy_dtype wdtype;
+    int64_t ldw;
+    const void *bias; /* NULL or [m] of bias_dtype */
+    sy_dtype bias_dtype;
+    float *out;
+    int64_t ldo;
+    int64_t n, m, k;
+} syk_gemm;
+
+/* Serial: output rows [r0, r1) and columns [c0, c1), c0 a multiple of 4. */
+void syk_gemm_tile(const syk_kernels *kern, const syk_gemm *g, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+/* The whole product, split over par's workers by row blocks and column chunks. */
+void syk_gemm_run(const syk_kernels *kern, const syk_gemm *g, const syk_par *par);
+
+/* ---------------------------------------------------------- elementwise */
+
+/* dst[i] = src[i] widened to F32 (src of dtype F32/F16/BF16). */
+void syk_row_to_f32(float *dst, const void *src, sy_dtype dt, int64_t n);
+/* dst[i] = src[i] narrowed to dtype (round to nearest even). */
+void syk_row_from_f32(void *dst, sy_dtype dt, const float *src, int64_t n);
+/* out = x / sqrt(mean(x^2) + eps) * w; sums in double. out may alias x. */
+void syk_rmsnorm_row(float *out, const float *x, const void *w, sy_dtype wdt, int64_t d, float eps);
+/* out = silu(gate) * up; out may alias either input. */
+void syk_silu_mul(float *out, const float *gate, const float *up, int64_t n);
+/* acc += x. */
+void syk_add(float *acc, const float *x, int64_t n);
+/*
+ * Rotates the first rotary_dim elements of each of `heads` heads of one
+ * token in place; cs holds rotary_dim/2 cosines then rotary_dim/2 sines
+ * (already multiplied by mscale).
+ */
+void syk_rope_row(float *x, int64_t heads, int64_t head_dim, int64_t rotary_dim, int neox, const float *cs);
+
+/* ---------------------------------------------------------------- memory */
+
+/* Aligned memory through the host's allocator when it has one, else posix_memalign. */
+void *syk_alloc(const sy_host *host, size_t size, size_t align);
+void syk_free(const sy_host *host, void *p);
+
+/* ---------------------------------------------------------------- shapes */
+
+/*
+ * Views a tensor as rows x cols (cols = last dim, rows = product of the
+ * others) with a row stride; fails unless the innermost stride is 1 and the
+ * outer dims collapse into one stride. Returns 0 on success.
+ */
+int syk_view2d(const sy_tensor *t, int64_t *rows, int64_t *cols, int64_t *ld);
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * The cpu device plugin's instance and its ops (internal to the plugin).
+ * device_cpu.c: descriptor, keys, probe, lifetime, memory, worker pool.
+ * device_ops.c: the compute ops, each checking shapes before touching data.
+ */
+#ifndef SY_DEVICE_CPU_H
+#define SY_DEVICE_CPU_H
+
+#include "switchyard/plugin.h"
+#include "sykern.h"
+#include "sykpool.h"
+
+#define SY_CPU_DEV_NAME "cpu"
+
+typedef struct sy_cpu_dev {
+    const sy_host *host;
+    syk_isa isa;
+    const syk_kernels *kern;
+    syk_pool *pool;
+    syk_par par; /* over pool */
+} sy_cpu_dev;
+
+int sy__cpu_embed(void *inst, const sy_tensor *table, const int32_t *ids, int64_t n, sy_tensor *out, sy_err *err);
+int sy__cpu_rmsnorm(void *inst, const sy_tensor *x, const sy_tensor *w, float eps, sy_tensor *out, sy_err *err);
+int sy__cpu_add_rmsnorm(void *inst, sy_tensor *residual, const sy_tensor *x, const sy_tensor *w, float eps,
+                        sy_tensor *out, sy_err *err);
+int sy__cpu_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy_tensor *bias, sy_tensor *out,
+                   sy_err *err);
+int sy__cpu_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_params *p, sy_err *err);
+int sy__cpu_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up, sy_tensor *out, sy_err *err);
+int sy__cpu_add(void *inst, sy_tensor *acc, const sy_tensor *x, sy_err *err);
+
+#endif

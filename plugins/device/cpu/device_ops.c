@@ -1,0 +1,344 @@
+/*
+ * device/cpu compute ops. Each op first checks every operand (dtype, shape,
+ * layout) and fails with SY_ERR_INVALID naming the op and the shapes
+ * expected and found; then it splits rows (or, for linear, output columns)
+ * over the worker pool. Nothing allocates per call.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "device_cpu.h"
+
+/* A tensor seen as rows of F32 (activations). */
+typedef struct rows_view {
+    float *p;
+    int64_t rows, cols, ld;
+} rows_view;
+
+static int f32_rows(const sy_tensor *t, const char *op, const char *what, rows_view *v, sy_err *err)
+{
+    if (!t)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s is NULL", op, what);
+    if (t->dtype != SY_DTYPE_F32)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must be F32, found %s", op, what, sy_dtype_name(t->dtype));
+    if (syk_view2d(t, &v->rows, &v->cols, &v->ld))
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "%s: %s must be rows of contiguous elements (last stride 1), found ndim %d, last stride %lld",
+                          op, what, t->ndim, t->ndim > 0 ? (long long)t->stride[t->ndim - 1] : 0LL);
+    if (!t->data && v->rows * v->cols > 0)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s has no data", op, what);
+    v->p = t->data;
+    return SY_OK;
+}
+
+/* A weight-like operand: F32/F16/BF16 rows. */
+static int w_rows(const sy_tensor *t, const char *op, const char *what, int64_t *rows, int64_t *cols, int64_t *ld,
+                  sy_err *err)
+{
+    if (!t)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s is NULL", op, what);
+    if (!syk_wdtype_ok(t->dtype))
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must be F32, F16 or BF16, found %s", op, what,
+                          sy_dtype_name(t->dtype));
+    if (syk_view2d(t, rows, cols, ld))
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must be rows of contiguous elements (last stride 1)", op, what);
+    if (!t->data && *rows * *cols > 0)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s has no data", op, what);
+    return SY_OK;
+}
+
+/* A 1-D parameter vector of d elements (norm weight, bias). */
+static int vec_param(const sy_tensor *t, int64_t d, const char *op, const char *what, sy_err *err)
+{
+    int64_t r, c, ld;
+    int rc = w_rows(t, op, what, &r, &c, &ld, err);
+    if (rc)
+        return rc;
+    if (r != 1 || c != d)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must hold [%lld] elements, found [%lld x %lld]", op, what,
+                          (long long)d, (long long)r, (long long)c);
+    return SY_OK;
+}
+
+static int same_shape(const rows_view *a, const rows_view *b, const char *op, const char *an, const char *bn,
+                      sy_err *err)
+{
+    if (a->rows != b->rows || a->cols != b->cols)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s is [%lld, %lld] but %s is [%lld, %lld]; expected the same shape",
+                          op, bn, (long long)b->rows, (long long)b->cols, an, (long long)a->rows, (long long)a->cols);
+    return SY_OK;
+}
+
+/* Rows per chunk so each worker's piece is worth waking it for (~16k elements). */
+static int64_t row_grain(int64_t cols)
+{
+    return cols >= 16384 ? 1 : 16384 / (cols > 0 ? cols : 1);
+}
+
+/* ----------------------------------------------------------------- embed */
+
+typedef struct embed_job {
+    const char *table;
+    size_t row_bytes;
+    sy_dtype dt;
+    const int32_t *ids;
+    rows_view out;
+} embed_job;
+
+static void embed_rows(void *arg, int64_t b, int64_t e, int worker)
+{
+    (void)worker;
+    const embed_job *j = arg;
+    for (int64_t i = b; i < e; i++)
+        syk_row_to_f32(j->out.p + i * j->out.ld, j->table + (size_t)j->ids[i] * j->row_bytes, j->dt, j->out.cols);
+}
+
+int sy__cpu_embed(void *inst, const sy_tensor *table, const int32_t *ids, int64_t n, sy_tensor *out, sy_err *err)
+{
+    sy_cpu_dev *d = inst;
+    int64_t vocab, h, ld;
+    rows_view o;
+    int rc;
+    if ((rc = w_rows(table, "embed", "table", &vocab, &h, &ld, err)) || (rc = f32_rows(out, "embed", "out", &o, err)))
+        return rc;
+    if (n < 0 || o.rows != n || o.cols != h)
+        return sy_err_set(err, SY_ERR_INVALID, "embed: out must be [n, hidden] = [%lld, %lld], found [%lld, %lld]",
+                          (long long)n, (long long)h, (long long)o.rows, (long long)o.cols);
+    if (n > 0 && !ids)
+        return sy_err_set(err, SY_ERR_INVALID, "embed: ids is NULL");
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return sy_err_set(err, SY_ERR_INVALID, "embed: ids[%lld] = %d is outside the table's [0, %lld) rows",
+                              (long long)i, ids[i], (long long)vocab);
+    embed_job j = {table->data, (size_t)ld * syk_wdtype_size(table->dtype), table->dtype, ids, o};
+    syk_par_for(&d->par, n, row_grain(h), embed_rows, &j);
+    return SY_OK;
+}
+
+/* --------------------------------------------------------------- rmsnorm */
+
+typedef struct norm_job {
+    rows_view res, x, out;
+    const void *w;
+    sy_dtype wdt;
+    float eps;
+    int add; /* add_rmsnorm: res += x first */
+} norm_job;
+
+static void norm_rows(void *arg, int64_t b, int64_t e, int worker)
+{
+    (void)worker;
+    const norm_job *j = arg;
+    for (int64_t i = b; i < e; i++) {
+        const float *src = j->x.p + i * j->x.ld;
+        if (j->add) {
+            float *r = j->res.p + i * j->res.ld;
+            syk_add(r, src, j->x.cols);
+            src = r;
+        }
+        syk_rmsnorm_row(j->out.p + i * j->out.ld, src, j->w, j->wdt, j->x.cols, j->eps);
+    }
+}
+
+static int check_eps(float eps, const char *op, sy_err *err)
+{
+    if (!(eps >= 0.0f) || isinf(eps))
+        return sy_err_set(err, SY_ERR_INVALID, "%s: eps must be finite and >= 0, found %g", op, (double)eps);
+    return SY_OK;
+}
+
+int sy__cpu_rmsnorm(void *inst, const sy_tensor *x, const sy_tensor *w, float eps, sy_tensor *out, sy_err *err)
+{
+    sy_cpu_dev *d = inst;
+    norm_job j;
+    memset(&j, 0, sizeof j);
+    int rc;
+    if ((rc = f32_rows(x, "rmsnorm", "x", &j.x, err)) || (rc = f32_rows(out, "rmsnorm", "out", &j.out, err)) ||
+        (rc = same_shape(&j.x, &j.out, "rmsnorm", "x", "out", err)) ||
+        (rc = vec_param(w, j.x.cols, "rmsnorm", "w", err)) || (rc = check_eps(eps, "rmsnorm", err)))
+        return rc;
+    j.w = w->data;
+    j.wdt = w->dtype;
+    j.eps = eps;
+    syk_par_for(&d->par, j.x.rows, row_grain(j.x.cols), norm_rows, &j);
+    return SY_OK;
+}
+
+int sy__cpu_add_rmsnorm(void *inst, sy_tensor *residual, const sy_tensor *x, const sy_tensor *w, float eps,
+                        sy_tensor *out, sy_err *err)
+{
+    sy_cpu_dev *d = inst;
+    norm_job j;
+    memset(&j, 0, sizeof j);
+    int rc;
+    if ((rc = f32_rows(residual, "add_rmsnorm", "residual", &j.res, err)) ||
+        (rc = f32_rows(x, "add_rmsnorm", "x", &j.x, err)) || (rc = f32_rows(out, "add_rmsnorm", "out", &j.out, err)) ||
+        (rc = same_shape(&j.res, &j.x, "add_rmsnorm", "residual", "x", err)) ||
+        (rc = same_shape(&j.res, &j.out, "add_rmsnorm", "residual", "out", err)) ||
+        (rc = vec_param(w, j.x.cols, "add_rmsnorm", "w", err)) || (rc = check_eps(eps, "add_rmsnorm", err)))
+        return rc;
+    j.w = w->data;
+    j.wdt = w->dtype;
+    j.eps = eps;
+    j.add = 1;
+    syk_par_for(&d->par, j.x.rows, row_grain(j.x.cols), norm_rows, &j);
+    return SY_OK;
+}
+
+/* ---------------------------------------------------------------- linear */
+
+static int overlaps(const void *a, size_t an, const void *b, size_t bn)
+{
+    const char *pa = a, *pb = b;
+    return pa < pb + bn && pb < pa + an;
+}
+
+int sy__cpu_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy_tensor *bias, sy_tensor *out,
+                   sy_err *err)
+{
+    sy_cpu_dev *d = inst;
+    rows_view xv, ov;
+    int64_t m, k, ldw;
+    int rc;
+    if ((rc = f32_rows(x, "linear", "x", &xv, err)) || (rc = w_rows(w, "linear", "w", &m, &k, &ldw, err)) ||
+        (rc = f32_rows(out, "linear", "out", &ov, err)))
+        return rc;
+    if (xv.cols != k)
+        return sy_err_set(err, SY_ERR_INVALID, "linear: x is [%lld, %lld] but w is [%lld, %lld]; expected x [n, %lld]",
+                          (long long)xv.rows, (long long)xv.cols, (long long)m, (long long)k, (long long)k);
+    if (ov.rows != xv.rows || ov.cols != m)
+        return sy_err_set(err, SY_ERR_INVALID, "linear: out must be [n, m] = [%lld, %lld], found [%lld, %lld]",
+                          (long long)xv.rows, (long long)m, (long long)ov.rows, (long long)ov.cols);
+    if (bias && (rc = vec_param(bias, m, "linear", "bias", err)))
+        return rc;
+    if (xv.rows == 0 || m == 0)
+        return SY_OK;
+    const size_t xbytes = ((size_t)(xv.rows - 1) * (size_t)xv.ld + (size_t)k) * sizeof(float);
+    const size_t obytes = ((size_t)(ov.rows - 1) * (size_t)ov.ld + (size_t)m) * sizeof(float);
+    if (overlaps(xv.p, xbytes, ov.p, obytes))
+        return sy_err_set(err, SY_ERR_INVALID, "linear: out overlaps x; the product cannot be computed in place");
+    syk_gemm g = {
+        .x = xv.p,
+        .ldx = xv.ld,
+        .w = w->data,
+        .wdtype = w->dtype,
+        .ldw = ldw,
+        .bias = bias ? bias->data : NULL,
+        .bias_dtype = bias ? bias->dtype : SY_DTYPE_F32,
+        .out = ov.p,
+        .ldo = ov.ld,
+        .n = xv.rows,
+        .m = m,
+        .k = k,
+    };
+    syk_gemm_run(d->kern, &g, &d->par);
+    return SY_OK;
+}
+
+/* ------------------------------------------------------------------ rope */
+
+#define ROPE_MAX_DIM 1024
+
+typedef struct rope_job {
+    rows_view x;
+    const int32_t *pos;
+    const sy_rope_params *p;
+    int64_t heads;
+} rope_job;
+
+static void rope_rows(void *arg, int64_t b, int64_t e, int worker)
+{
+    (void)worker;
+    const rope_job *j = arg;
+    const int64_t half = j->p->rotary_dim / 2;
+    float cs[ROPE_MAX_DIM];
+    for (int64_t t = b; t < e; t++) {
+        /* The angle in double: pos * inv_freq reaches thousands of radians, where
+         * an F32 product would lose the low bits that cos/sin depend on. */
+        for (int64_t i = 0; i < half; i++) {
+            const double a = (double)j->pos[t] * (double)j->p->inv_freq[i];
+            cs[i] = (float)(cos(a) * (double)j->p->mscale);
+            cs[half + i] = (float)(sin(a) * (double)j->p->mscale);
+        }
+        syk_rope_row(j->x.p + t * j->x.ld, j->heads, j->p->head_dim, j->p->rotary_dim, j->p->neox, cs);
+    }
+}
+
+int sy__cpu_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_params *p, sy_err *err)
+{
+    sy_cpu_dev *d = inst;
+    rope_job j;
+    int rc = f32_rows(x, "rope", "x", &j.x, err);
+    if (rc)
+        return rc;
+    if (!p || p->struct_size < offsetof(sy_rope_params, mscale) + sizeof p->mscale)
+        return sy_err_set(err, SY_ERR_INVALID, "rope: params missing or too old (struct_size %u)",
+                          p ? p->struct_size : 0u);
+    if (p->head_dim <= 0 || j.x.cols % p->head_dim)
+        return sy_err_set(err, SY_ERR_INVALID, "rope: x is [%lld, %lld], not a whole number of heads of head_dim %d",
+                          (long long)j.x.rows, (long long)j.x.cols, p->head_dim);
+    if (p->rotary_dim <= 0 || p->rotary_dim > p->head_dim || p->rotary_dim % 2)
+        return sy_err_set(err, SY_ERR_INVALID, "rope: rotary_dim %d must be even and in (0, head_dim %d]",
+                          p->rotary_dim, p->head_dim);
+    if (p->rotary_dim > ROPE_MAX_DIM)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "rope: rotary_dim %d is over this plugin's %d", p->rotary_dim,
+                          ROPE_MAX_DIM);
+    if (!p->inv_freq || (j.x.rows > 0 && !pos))
+        return sy_err_set(err, SY_ERR_INVALID, "rope: %s is NULL", p->inv_freq ? "pos" : "inv_freq");
+    j.pos = pos;
+    j.p = p;
+    j.heads = j.x.cols / p->head_dim;
+    syk_par_for(&d->par, j.x.rows, row_grain(j.x.cols * 4), rope_rows, &j);
+    return SY_OK;
+}
+
+/* ------------------------------------------------------ silu_mul and add */
+
+typedef struct ew_job {
+    rows_view a, b, out;
+    int op; /* 0: out = silu(a) * b; 1: a += b */
+} ew_job;
+
+static void ew_rows(void *arg, int64_t b, int64_t e, int worker)
+{
+    (void)worker;
+    const ew_job *j = arg;
+    for (int64_t i = b; i < e; i++) {
+        if (j->op == 0)
+            syk_silu_mul(j->out.p + i * j->out.ld, j->a.p + i * j->a.ld, j->b.p + i * j->b.ld, j->a.cols);
+        else
+            syk_add(j->a.p + i * j->a.ld, j->b.p + i * j->b.ld, j->a.cols);
+    }
+}
+
+int sy__cpu_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up, sy_tensor *out, sy_err *err)
+{
+    sy_cpu_dev *d = inst;
+    ew_job j;
+    memset(&j, 0, sizeof j);
+    int rc;
+    if ((rc = f32_rows(gate, "silu_mul", "gate", &j.a, err)) || (rc = f32_rows(up, "silu_mul", "up", &j.b, err)) ||
+        (rc = f32_rows(out, "silu_mul", "out", &j.out, err)) ||
+        (rc = same_shape(&j.a, &j.b, "silu_mul", "gate", "up", err)) ||
+        (rc = same_shape(&j.a, &j.out, "silu_mul", "gate", "out", err)))
+        return rc;
+    j.op = 0;
+    syk_par_for(&d->par, j.a.rows, row_grain(j.a.cols * 4), ew_rows, &j);
+    return SY_OK;
+}
+
+int sy__cpu_add(void *inst, sy_tensor *acc, const sy_tensor *x, sy_err *err)
+{
+    sy_cpu_dev *d = inst;
+    ew_job j;
+    memset(&j, 0, sizeof j);
+    int rc;
+    if ((rc = f32_rows(acc, "add", "acc", &j.a, err)) || (rc = f32_rows(x, "add", "x", &j.b, err)) ||
+        (rc = same_shape(&j.a, &j.b, "add", "acc", "x", err)))
+        return rc;
+    j.op = 1;
+    syk_par_for(&d->par, j.a.rows, row_grain(j.a.cols), ew_rows, &j);
+    return SY_OK;
+}

@@ -1,0 +1,224 @@
+/*
+ * moe/cpu: mixture-of-experts on the host. Expert weights stay the caller's
+ * mmap'd views in their own dtype (F32/F16/BF16); the GEMMs widen them in
+ * registers (libsykern). All scratch is allocated in prepare() for
+ * `max_tokens` tokens; a bigger batch runs in passes of max_tokens tokens,
+ * so forward() never allocates. Every token's result is independent of the
+ * others', so passes change nothing in the output.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe_cpu.h"
+#include "sykconv.h"
+
+static const sy_key_decl keys[] = {
+    {"max_tokens", SY_KEY_INT, "256",
+     "tokens per pass, which sizes the scratch (about max_tokens x top_k x (2 hidden + 2 inter) floats); larger "
+     "batches run in several passes",
+     1, 1048576, NULL},
+    {"isa", SY_KEY_ENUM, "auto", "kernel instruction set; auto = the best the CPU and OS support", 1, 0,
+     SYK_ISA_CHOICES},
+    {NULL, 0, NULL, NULL, 0, 0, NULL},
+};
+
+static int probe(const sy_host *host, sy_err *why)
+{
+    (void)host;
+    (void)why;
+    return 10 + (int)syk_isa_best();
+}
+
+static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **inst, sy_err *err)
+{
+    syk_isa isa;
+    int rc = syk_isa_from_key(sy_kv_get(cfg, n_cfg, "isa"), &isa, err);
+    if (rc)
+        return rc;
+    const long long mt = sy_kv_int(cfg, n_cfg, "max_tokens", 256);
+    if (mt < 1 || mt > 1048576)
+        return sy_err_set(err, SY_ERR_INVALID, "max_tokens = %lld: expected 1..1048576", mt);
+    moe_cpu *m = calloc(1, sizeof *m);
+    if (!m)
+        return sy_err_set(err, SY_ERR_NOMEM, "moe cpu: cannot allocate the instance");
+    m->host = host;
+    m->isa = isa;
+    m->kern = syk_kernels_for(isa);
+    m->chunk_tokens = mt;
+    *inst = m;
+    return SY_OK;
+}
+
+static void release(moe_cpu *m)
+{
+    if (m->layers) {
+        for (int32_t l = 0; l < m->p.n_layers; l++) {
+            free(m->layers[l].gate);
+            free(m->layers[l].bias);
+        }
+        free(m->layers);
+        m->layers = NULL;
+    }
+    void **bufs[] = {(void **)&m->ids, (void **)&m->wts, (void **)&m->slot_of, (void **)&m->assign_tok,
+                     (void **)&m->counts, (void **)&m->offsets, (void **)&m->active, (void **)&m->xe,
+                     (void **)&m->act, (void **)&m->upb, (void **)&m->ye};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        syk_free(m->host, *bufs[i]);
+        *bufs[i] = NULL;
+    }
+    m->prepared = 0;
+}
+
+static void destroy(void *inst)
+{
+    moe_cpu *m = inst;
+    if (!m)
+        return;
+    release(m);
+    free(m);
+}
+
+static int supports(void *inst, const sy_moe_problem *p, sy_err *why)
+{
+    (void)inst;
+    return sy__moe_check_problem(p, why) == SY_OK;
+}
+
+static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
+{
+    moe_cpu *m = inst;
+    int rc = sy__moe_check_problem(p, err);
+    if (rc)
+        return rc;
+    release(m);
+    m->p = *p;
+    m->layers = calloc((size_t)p->n_layers, sizeof *m->layers);
+    const size_t C = (size_t)m->chunk_tokens, K = (size_t)p->top_k, A = C * K;
+    const size_t E1 = (size_t)p->n_experts + 1, H = (size_t)p->hidden, F = (size_t)p->inter;
+    m->ids = syk_alloc(m->host, sizeof(int32_t) * A, 64);
+    m->wts = syk_alloc(m->host, sizeof(float) * A, 64);
+    m->slot_of = syk_alloc(m->host, sizeof(int32_t) * A, 64);
+    m->assign_tok = syk_alloc(m->host, sizeof(int32_t) * A, 64);
+    m->counts = syk_alloc(m->host, sizeof(int32_t) * E1, 64);
+    m->offsets = syk_alloc(m->host, sizeof(int32_t) * E1, 64);
+    m->active = syk_alloc(m->host, sizeof(int32_t) * E1, 64);
+    m->xe = syk_alloc(m->host, sizeof(float) * A * H, 64);
+    m->act = syk_alloc(m->host, sizeof(float) * A * F, 64);
+    m->upb = syk_alloc(m->host, sizeof(float) * A * F, 64);
+    m->ye = syk_alloc(m->host, sizeof(float) * A * H, 64);
+    if (!m->layers || !m->ids || !m->wts || !m->slot_of || !m->assign_tok || !m->counts || !m->offsets ||
+        !m->active || !m->xe || !m->act || !m->upb || !m->ye) {
+        release(m);
+        return sy_err_set(err, SY_ERR_NOMEM, "moe cpu: cannot allocate scratch for %zu tokens x top_k %zu "
+                          "(%.1f MiB); lower max_tokens",
+                          C, K, (double)(sizeof(float) * A * (2 * H + 2 * F)) / 1048576.0);
+    }
+    m->prepared = 1;
+    sy_logf(m->host, SY_LOG_INFO, SY_MOE_CPU_NAME, "%d experts top-%d, scratch for %zu tokens per pass (%.1f MiB), %s kernels",
+            p->n_experts, p->top_k, C, (double)(sizeof(float) * A * (2 * H + 2 * F)) / 1048576.0,
+            syk_isa_name(m->isa));
+    return SY_OK;
+}
+
+static int check_expert(const sy_tensor *t, const char *what, int32_t e, int64_t rows, int64_t cols, sy_err *err)
+{
+    int64_t r, c, ld;
+    if (!syk_wdtype_ok(t->dtype))
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d %s is %s; expected F32, F16 or BF16",
+                          e, what, sy_dtype_name(t->dtype));
+    if (syk_view2d(t, &r, &c, &ld) || t->ndim != 2)
+        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer: expert %d %s must be a 2-D matrix with contiguous "
+                          "rows", e, what);
+    if (r != rows || c != cols)
+        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer: expert %d %s must be [%lld, %lld], found "
+                          "[%lld, %lld]", e, what, (long long)rows, (long long)cols, (long long)r, (long long)c);
+    if (!t->data)
+        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer: expert %d %s has no data", e, what);
+    return SY_OK;
+}
+
+static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const sy_tensor *up, const sy_tensor *down,
+                         const sy_tensor *score_bias, sy_err *err)
+{
+    moe_cpu *m = inst;
+    if (!m->prepared)
+        return sy_err_set(err, SY_ERR_INVALID, "moe cpu: prepare_layer before prepare");
+    if (layer < 0 || layer >= m->p.n_layers)
+        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer: layer %d outside [0, %d)", layer, m->p.n_layers);
+    if (!gate || !up || !down)
+        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer: gate, up and down arrays are required");
+    const int32_t E = m->p.n_experts;
+    int rc;
+    for (int32_t e = 0; e < E; e++)
+        if ((rc = check_expert(&gate[e], "gate", e, m->p.inter, m->p.hidden, err)) ||
+            (rc = check_expert(&up[e], "up", e, m->p.inter, m->p.hidden, err)) ||
+            (rc = check_expert(&down[e], "down", e, m->p.hidden, m->p.inter, err)))
+            return rc;
+    double *bias = NULL;
+    if (score_bias) {
+        int64_t r, c, ld;
+        if (!syk_wdtype_ok(score_bias->dtype) || syk_view2d(score_bias, &r, &c, &ld) || r != 1 || c != E ||
+            !score_bias->data)
+            return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer: score_bias must be [%d] F32/F16/BF16", E);
+        bias = malloc(sizeof(double) * (size_t)E);
+        float tmp[SY_MOE_CPU_MAX_EXPERTS];
+        if (!bias)
+            return sy_err_set(err, SY_ERR_NOMEM, "moe prepare_layer: cannot allocate the score bias");
+        syk_row_to_f32(tmp, score_bias->data, score_bias->dtype, E);
+        for (int32_t e = 0; e < E; e++)
+            bias[e] = tmp[e];
+    }
+    /* One block for the three arrays of views. */
+    sy_tensor *views = malloc(sizeof(sy_tensor) * 3 * (size_t)E);
+    if (!views) {
+        free(bias);
+        return sy_err_set(err, SY_ERR_NOMEM, "moe prepare_layer: cannot allocate %d expert views", 3 * E);
+    }
+    memcpy(views, gate, sizeof(sy_tensor) * (size_t)E);
+    memcpy(views + E, up, sizeof(sy_tensor) * (size_t)E);
+    memcpy(views + 2 * E, down, sizeof(sy_tensor) * (size_t)E);
+    moe_layer *L = &m->layers[layer];
+    free(L->gate);
+    free(L->bias);
+    L->gate = views;
+    L->up = views + E;
+    L->down = views + 2 * E;
+    L->bias = bias;
+    L->ready = 1;
+    return SY_OK;
+}
+
+static const sy_moe_ops ops = {
+    .struct_size = sizeof(sy_moe_ops),
+    .supports = supports,
+    .prepare = prepare,
+    .prepare_layer = prepare_layer,
+    .forward = sy__moe_cpu_forward,
+};
+
+static const sy_plugin_desc desc = {
+    .struct_size = sizeof(sy_plugin_desc),
+    .abi_major = SY_ABI_MAJOR,
+    .abi_minor = SY_ABI_MINOR,
+    .kind = SY_KIND_MOE,
+    .name = SY_MOE_CPU_NAME,
+    .version = PACKAGE_VERSION,
+    .device = "cpu",
+    .description = "mixture of experts on the host: softmax/sigmoid routing, grouped top-k, grouped expert GEMMs "
+                   "on F32/F16/BF16 weights",
+    .keys = keys,
+    .probe = probe,
+    .create = create,
+    .destroy = destroy,
+    .ops = &ops,
+    .get_proc = NULL,
+};
+
+SY_EXPORT const sy_plugin_desc *SY_PLUGIN_ENTRY(void);
+SY_EXPORT const sy_plugin_desc *SY_PLUGIN_ENTRY(void)
+{
+    return &desc;
+}

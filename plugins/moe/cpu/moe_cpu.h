@@ -1,0 +1,56 @@
+/*
+ * moe/cpu internals. moe_cpu.c: descriptor, keys, supports, prepare,
+ * prepare_layer. moe_route.c: expert selection. moe_cpu_fwd.c: forward.
+ */
+#ifndef SY_MOE_CPU_H
+#define SY_MOE_CPU_H
+
+#include "switchyard/plugin.h"
+#include "sykern.h"
+
+#define SY_MOE_CPU_NAME "cpu"
+#define SY_MOE_CPU_MAX_EXPERTS 1024 /* routing scratch lives on the stack */
+
+typedef struct moe_layer {
+    int ready;
+    sy_tensor *gate, *up, *down; /* n_experts views each (the caller's mmap stays valid) */
+    double *bias;                /* n_experts, or NULL: selection-only score bias */
+} moe_layer;
+
+typedef struct moe_cpu {
+    const sy_host *host;
+    syk_isa isa;
+    const syk_kernels *kern;
+    int64_t chunk_tokens; /* tokens per pass; larger batches run in several passes */
+
+    int prepared;
+    sy_moe_problem p;
+    moe_layer *layers;
+
+    /* Scratch for one pass of chunk_tokens tokens (A = chunk_tokens * top_k assignments). */
+    int32_t *ids;        /* [chunk, top_k] selected experts, best first */
+    float *wts;          /* [chunk, top_k] their weights */
+    int32_t *slot_of;    /* [chunk, top_k] -> assignment row */
+    int32_t *assign_tok; /* [A] token of each assignment row, grouped by expert */
+    int32_t *counts, *offsets, *active; /* [n_experts + 1] */
+    float *xe;           /* [A, hidden] gathered inputs */
+    float *act;          /* [A, inter] gate, then silu(gate) * up */
+    float *upb;          /* [A, inter] */
+    float *ye;           /* [A, hidden] expert outputs */
+} moe_cpu;
+
+/*
+ * Selects top_k experts for one token from its router logits and writes
+ * ids (best first) and weights. Softmax or sigmoid scoring, optional
+ * selection bias, grouped top-k and routed_scaling_factor as in sy_moe_problem
+ * (DeepSeek-V3 semantics for sigmoid). Ties go to the lower expert id.
+ */
+void sy__moe_route(const sy_moe_problem *p, const float *logits, const double *bias, int32_t *ids, float *wts);
+
+/* Checks a problem; SY_OK or the reason. */
+int sy__moe_check_problem(const sy_moe_problem *p, sy_err *why);
+
+int sy__moe_cpu_forward(void *inst, int32_t layer, const sy_tensor *x, const sy_tensor *router_logits,
+                        sy_tensor *out, sy_err *err);
+
+#endif

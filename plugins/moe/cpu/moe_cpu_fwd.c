@@ -1,0 +1,232 @@
+/*
+ * moe/cpu forward, per pass of up to chunk_tokens tokens:
+ *   1. route every token (parallel over tokens)
+ *   2. group the (token, expert) assignments by expert, tokens ascending
+ *   3. gather each expert's input rows into one matrix
+ *   4. act = silu(x_e . gate_e^T) * (x_e . up_e^T)   parallel over (expert, inter columns)
+ *   5. y = act . down_e^T                              parallel over (expert, hidden columns)
+ *   6. out[t] = sum_k w[t,k] y[row of (t,k)], in selection order (parallel over tokens)
+ * Steps 4-5 batch each expert's tokens, so an expert's weight tile is read
+ * once per pass for all of them.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "moe_cpu.h"
+
+typedef struct pass {
+    moe_cpu *m;
+    const moe_layer *L;
+    const float *x, *logits;
+    int64_t ldx, ldl;
+    float *out;
+    int64_t ldo;
+    int64_t t0, n;         /* tokens of this pass */
+    int32_t n_active;
+    int64_t cpe, chunk_cols; /* column chunks per expert and their width, for the current GEMM step */
+    syk_par par;
+} pass;
+
+static void route_tokens(void *arg, int64_t b, int64_t e, int worker)
+{
+    (void)worker;
+    pass *ps = arg;
+    const moe_cpu *m = ps->m;
+    const int64_t K = m->p.top_k;
+    for (int64_t i = b; i < e; i++)
+        sy__moe_route(&m->p, ps->logits + (ps->t0 + i) * ps->ldl, ps->L->bias, m->ids + i * K, m->wts + i * K);
+}
+
+static void gather_rows(void *arg, int64_t b, int64_t e, int worker)
+{
+    (void)worker;
+    pass *ps = arg;
+    const moe_cpu *m = ps->m;
+    const int64_t H = m->p.hidden;
+    for (int64_t a = b; a < e; a++)
+        memcpy(m->xe + a * H, ps->x + (ps->t0 + m->assign_tok[a]) * ps->ldx, sizeof(float) * (size_t)H);
+}
+
+static syk_gemm expert_gemm(const pass *ps, int32_t e, const sy_tensor *w, const float *x, int64_t k, float *out,
+                            int64_t m_cols)
+{
+    const moe_cpu *m = ps->m;
+    int64_t r, c, ld;
+    syk_view2d(w, &r, &c, &ld);
+    syk_gemm g = {
+        .x = x + (int64_t)m->offsets[e] * k,
+        .ldx = k,
+        .w = w->data,
+        .wdtype = w->dtype,
+        .ldw = ld,
+        .bias = NULL,
+        .bias_dtype = SY_DTYPE_F32,
+        .out = out + (int64_t)m->offsets[e] * m_cols,
+        .ldo = m_cols,
+        .n = m->counts[e],
+        .m = m_cols,
+        .k = k,
+    };
+    return g;
+}
+
+static void gate_up_items(void *arg, int64_t b, int64_t e_, int worker)
+{
+    (void)worker;
+    pass *ps = arg;
+    const moe_cpu *m = ps->m;
+    const int64_t H = m->p.hidden, F = m->p.inter;
+    for (int64_t it = b; it < e_; it++) {
+        const int32_t e = m->active[it / ps->cpe];
+        const int64_t c0 = (it % ps->cpe) * ps->chunk_cols;
+        const int64_t c1 = c0 + ps->chunk_cols < F ? c0 + ps->chunk_cols : F;
+        if (c0 >= c1)
+            continue;
+        const syk_gemm g = expert_gemm(ps, e, &ps->L->gate[e], m->xe, H, m->act, F);
+        const syk_gemm u = expert_gemm(ps, e, &ps->L->up[e], m->xe, H, m->upb, F);
+        syk_gemm_tile(m->kern, &g, 0, g.n, c0, c1);
+        syk_gemm_tile(m->kern, &u, 0, u.n, c0, c1);
+        for (int64_t r = 0; r < g.n; r++)
+            syk_silu_mul(g.out + r * F + c0, g.out + r * F + c0, u.out + r * F + c0, c1 - c0);
+    }
+}
+
+static void down_items(void *arg, int64_t b, int64_t e_, int worker)
+{
+    (void)worker;
+    pass *ps = arg;
+    const moe_cpu *m = ps->m;
+    const int64_t H = m->p.hidden, F = m->p.inter;
+    for (int64_t it = b; it < e_; it++) {
+        const int32_t e = m->active[it / ps->cpe];
+        const int64_t c0 = (it % ps->cpe) * ps->chunk_cols;
+        const int64_t c1 = c0 + ps->chunk_cols < H ? c0 + ps->chunk_cols : H;
+        if (c0 >= c1)
+            continue;
+        const syk_gemm d = expert_gemm(ps, e, &ps->L->down[e], m->act, F, m->ye, H);
+        syk_gemm_tile(m->kern, &d, 0, d.n, c0, c1);
+    }
+}
+
+static void combine_tokens(void *arg, int64_t b, int64_t e, int worker)
+{
+    (void)worker;
+    pass *ps = arg;
+    const moe_cpu *m = ps->m;
+    const int64_t H = m->p.hidden, K = m->p.top_k;
+    for (int64_t i = b; i < e; i++) {
+        float *o = ps->out + (ps->t0 + i) * ps->ldo;
+        for (int64_t k = 0; k < K; k++) {
+            const float w = m->wts[i * K + k];
+            const float *y = m->ye + (int64_t)m->slot_of[i * K + k] * H;
+            if (k == 0)
+                for (int64_t d = 0; d < H; d++)
+                    o[d] = w * y[d];
+            else
+                for (int64_t d = 0; d < H; d++)
+                    o[d] += w * y[d];
+        }
+    }
+}
+
+/* Column chunks (multiples of 4 wide) so there are about four items per worker. */
+static void plan_columns(pass *ps, int64_t cols)
+{
+    const int64_t want = ((int64_t)ps->par.n_workers * 4 + ps->n_active - 1) / (ps->n_active > 0 ? ps->n_active : 1);
+    int64_t cpe = want < 1 ? 1 : want;
+    const int64_t max_cpe = (cols + 15) / 16; /* at least 16 columns per item */
+    if (cpe > max_cpe)
+        cpe = max_cpe;
+    int64_t width = (cols + cpe - 1) / cpe;
+    width = (width + 3) / 4 * 4;
+    ps->chunk_cols = width;
+    ps->cpe = (cols + width - 1) / width;
+}
+
+static void run_pass(pass *ps)
+{
+    moe_cpu *m = ps->m;
+    const int32_t E = m->p.n_experts, K = m->p.top_k;
+    const int64_t n = ps->n, A = n * K;
+
+    syk_par_for(&ps->par, n, 4, route_tokens, ps);
+
+    memset(m->counts, 0, sizeof(int32_t) * (size_t)E);
+    for (int64_t a = 0; a < A; a++)
+        m->counts[m->ids[a]]++;
+    m->offsets[0] = 0;
+    ps->n_active = 0;
+    for (int32_t e = 0; e < E; e++) {
+        m->offsets[e + 1] = m->offsets[e] + m->counts[e];
+        if (m->counts[e])
+            m->active[ps->n_active++] = e;
+    }
+    /* Fill in token order; counts doubles as the per-expert cursor. */
+    memset(m->counts, 0, sizeof(int32_t) * (size_t)E);
+    for (int64_t i = 0; i < n; i++)
+        for (int32_t k = 0; k < K; k++) {
+            const int32_t e = m->ids[i * K + k];
+            const int32_t row = m->offsets[e] + m->counts[e]++;
+            m->assign_tok[row] = (int32_t)i;
+            m->slot_of[i * K + k] = row;
+        }
+
+    syk_par_for(&ps->par, A, 64, gather_rows, ps);
+    plan_columns(ps, m->p.inter);
+    syk_par_for(&ps->par, (int64_t)ps->n_active * ps->cpe, 1, gate_up_items, ps);
+    plan_columns(ps, m->p.hidden);
+    syk_par_for(&ps->par, (int64_t)ps->n_active * ps->cpe, 1, down_items, ps);
+    syk_par_for(&ps->par, n, 16, combine_tokens, ps);
+}
+
+static int f32_rows(const sy_tensor *t, const char *what, int64_t rows, int64_t cols, int64_t *ld, sy_err *err)
+{
+    int64_t r, c;
+    if (!t)
+        return sy_err_set(err, SY_ERR_INVALID, "moe forward: %s is NULL", what);
+    if (t->dtype != SY_DTYPE_F32)
+        return sy_err_set(err, SY_ERR_INVALID, "moe forward: %s must be F32, found %s", what, sy_dtype_name(t->dtype));
+    if (syk_view2d(t, &r, &c, ld))
+        return sy_err_set(err, SY_ERR_INVALID, "moe forward: %s must be rows of contiguous elements", what);
+    if ((rows >= 0 && r != rows) || c != cols)
+        return sy_err_set(err, SY_ERR_INVALID, "moe forward: %s must be [%lld, %lld], found [%lld, %lld]", what,
+                          (long long)(rows >= 0 ? rows : r), (long long)cols, (long long)r, (long long)c);
+    if (!t->data && r * c > 0)
+        return sy_err_set(err, SY_ERR_INVALID, "moe forward: %s has no data", what);
+    return SY_OK;
+}
+
+int sy__moe_cpu_forward(void *inst, int32_t layer, const sy_tensor *x, const sy_tensor *router_logits, sy_tensor *out,
+                        sy_err *err)
+{
+    moe_cpu *m = inst;
+    if (!m->prepared)
+        return sy_err_set(err, SY_ERR_INVALID, "moe cpu: forward before prepare");
+    if (layer < 0 || layer >= m->p.n_layers || !m->layers[layer].ready)
+        return sy_err_set(err, SY_ERR_INVALID, "moe forward: layer %d has no experts (prepare_layer not called)", layer);
+    pass ps;
+    memset(&ps, 0, sizeof ps);
+    int64_t ldl;
+    int rc;
+    if ((rc = f32_rows(x, "x", -1, m->p.hidden, &ps.ldx, err)))
+        return rc;
+    const int64_t n = sy_tensor_numel(x) / m->p.hidden;
+    if ((rc = f32_rows(router_logits, "router_logits", n, m->p.n_experts, &ldl, err)) ||
+        (rc = f32_rows(out, "out", n, m->p.hidden, &ps.ldo, err)))
+        return rc;
+    ps.m = m;
+    ps.L = &m->layers[layer];
+    ps.x = x->data;
+    ps.logits = router_logits->data;
+    ps.ldl = ldl;
+    ps.out = out->data;
+    ps.par = syk_par_from_host(m->host);
+    /* out may alias x: a pass gathers its x rows before it writes their out rows. */
+    for (int64_t t0 = 0; t0 < n; t0 += m->chunk_tokens) {
+        ps.t0 = t0;
+        ps.n = n - t0 < m->chunk_tokens ? n - t0 : m->chunk_tokens;
+        run_pass(&ps);
+    }
+    return SY_OK;
+}

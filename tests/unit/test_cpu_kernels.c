@@ -1,0 +1,3 @@
+#include "config.h"
+#include "test_cpu_harness.h"
+int main(void) { return th_done("test_cpu_kernels"); }

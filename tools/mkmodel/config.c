@@ -1,0 +1,148 @@
+/* config.json and generation_config.json, with each architecture's real
+ * Hugging Face field names. */
+#include "config.h"
+
+#include "mkmodel.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int mk_path(char *out, size_t cap, const char *dir, const char *name)
+{
+    int k = snprintf(out, cap, "%s/%s", dir, name);
+    return (k < 0 || (size_t)k >= cap) ? -1 : 0;
+}
+
+int mk_write_json(json_t *j, const char *dir, const char *name, char *err, size_t errcap)
+{
+    char path[4096];
+    if (!j) {
+        snprintf(err, errcap, "out of memory building %s", name);
+        return -1;
+    }
+    if (mk_path(path, sizeof(path), dir, name) != 0) {
+        json_decref(j);
+        snprintf(err, errcap, "--out: path too long");
+        return -1;
+    }
+    /* 15 significant digits print 1e-05 and 0.02 as written, not as the
+     * 17-digit expansion of the nearest double. */
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+    json_decref(j);
+    if (!text) {
+        snprintf(err, errcap, "out of memory serialising %s", name);
+        return -1;
+    }
+    FILE *f = fopen(path, "wb");
+    int rc = 0;
+    if (!f) {
+        snprintf(err, errcap, "%s: cannot create: %s", path, strerror(errno));
+        rc = -1;
+    } else {
+        size_t len = strlen(text);
+        if (fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF)
+            rc = -1;
+        if (fclose(f) != 0)
+            rc = -1;
+        if (rc)
+            snprintf(err, errcap, "%s: write failed: %s", path, strerror(errno));
+    }
+    free(text);
+    return rc;
+}
+
+/* Sets key to a new value; a NULL value (out of memory) is remembered. */
+static void put(json_t *o, const char *key, json_t *v, int *oom)
+{
+    if (!v || json_object_set_new(o, key, v) != 0)
+        *oom = 1;
+}
+
+static json_t *rope_scaling(const mk_spec *s)
+{
+    if (!s->rope_llama3)
+        return json_null();
+    /* Llama 3.1's published values. */
+    return json_pack("{s:f,s:f,s:f,s:i,s:s}", "factor", 8.0, "low_freq_factor", 1.0, "high_freq_factor", 4.0,
+                     "original_max_position_embeddings", 8192, "rope_type", "llama3");
+}
+
+static json_t *config_json(const mk_spec *s)
+{
+    json_t *c = json_object();
+    if (!c)
+        return NULL;
+    int oom = 0;
+    const int moe = s->arch != MK_LLAMA;
+    put(c, "hidden_size", json_integer(s->hidden), &oom);
+    put(c, "intermediate_size", json_integer(s->arch == MK_MIXTRAL ? mk_expert_ffn(s) : s->ffn), &oom);
+    if (s->arch == MK_QWEN3_MOE)
+        put(c, "moe_intermediate_size", json_integer(mk_expert_ffn(s)), &oom);
+    put(c, "num_hidden_layers", json_integer(s->layers), &oom);
+    put(c, "num_attention_heads", json_integer(s->heads), &oom);
+    put(c, "num_key_value_heads", json_integer(s->kv_heads), &oom);
+    put(c, "head_dim", json_integer(s->head_dim), &oom);
+    put(c, "vocab_size", json_integer(s->vocab), &oom);
+    put(c, "max_position_embeddings", json_integer(s->max_pos), &oom);
+    put(c, "rms_norm_eps", json_real(s->rms_eps), &oom);
+    put(c, "rope_theta", json_real(s->rope_theta), &oom);
+    if (s->arch == MK_MIXTRAL) {
+        put(c, "num_local_experts", json_integer(s->experts), &oom);
+        put(c, "num_experts_per_tok", json_integer(s->top_k), &oom);
+    } else if (s->arch == MK_QWEN3_MOE) {
+        put(c, "num_experts", json_integer(s->experts), &oom);
+        put(c, "num_experts_per_tok", json_integer(s->top_k), &oom);
+        put(c, "norm_topk_prob", json_boolean(s->norm_topk_prob), &oom);
+        put(c, "decoder_sparse_step", json_integer(s->sparse_step), &oom);
+        json_t *only = json_array();
+        for (int i = 0; i < s->layers && only; i++)
+            if (s->mlp_only[i] && json_array_append_new(only, json_integer(i)) != 0)
+                oom = 1;
+        put(c, "mlp_only_layers", only, &oom);
+    }
+    put(c, "tie_word_embeddings", json_boolean(s->tie), &oom);
+    const char *archname = s->arch == MK_LLAMA     ? "LlamaForCausalLM"
+                           : s->arch == MK_MIXTRAL ? "MixtralForCausalLM"
+                                                   : "Qwen3MoeForCausalLM";
+    put(c, "architectures", json_pack("[s]", archname), &oom);
+    put(c, "model_type", json_string(mk_arch_name(s->arch)), &oom);
+    put(c, "hidden_act", json_string("silu"), &oom);
+    put(c, "attention_bias", json_false(), &oom);
+    put(c, "attention_dropout", json_real(0.0), &oom);
+    if (s->arch == MK_LLAMA) {
+        put(c, "mlp_bias", json_false(), &oom);
+        put(c, "pretraining_tp", json_integer(1), &oom);
+    }
+    put(c, "initializer_range", json_real(0.02), &oom);
+    put(c, "rope_scaling", rope_scaling(s), &oom);
+    put(c, "use_cache", json_true(), &oom);
+    put(c, "torch_dtype", json_string(mk_dtype_torch_name(s->dtype)), &oom);
+    if (moe) {
+        put(c, "output_router_logits", json_false(), &oom);
+        put(c, "router_aux_loss_coef", json_real(0.001), &oom);
+        if (s->arch == MK_MIXTRAL)
+            put(c, "router_jitter_noise", json_real(0.0), &oom);
+        put(c, "sliding_window", json_null(), &oom);
+    }
+    if (s->arch == MK_QWEN3_MOE) {
+        put(c, "use_sliding_window", json_false(), &oom);
+        put(c, "max_window_layers", json_integer(s->layers), &oom);
+    }
+    /* The byte-level tokenizer has no BOS token. */
+    put(c, "bos_token_id", json_null(), &oom);
+    put(c, "eos_token_id", json_integer(mk_eos_id(s)), &oom);
+    if (oom) {
+        json_decref(c);
+        return NULL;
+    }
+    return c;
+}
+
+int mk_write_configs(const mk_spec *s, const char *dir, char *err, size_t errcap)
+{
+    if (mk_write_json(config_json(s), dir, "config.json", err, errcap) != 0)
+        return -1;
+    json_t *g = json_pack("{s:i,s:b}", "eos_token_id", mk_eos_id(s), "do_sample", 0);
+    return mk_write_json(g, dir, "generation_config.json", err, errcap);
+}
