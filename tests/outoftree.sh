@@ -66,9 +66,15 @@ cat >"$tmp/src/oot-attn.c" <<'EOF'
 /* An attention plugin written by a third party: the public header only. */
 #include <switchyard/plugin.h>
 
+#include <math.h>
+
+/* Plain paged attention: K and V caches [layer][block][slot][kv_head][dim]. */
 typedef struct inst {
     const sy_host *host;
     char greeting[64];
+    sy_attn_problem p;
+    float *kc, *vc;
+    float *scores; /* one row of max positions */
 } inst;
 
 static int probe(const sy_host *host, sy_err *why)
@@ -83,6 +89,7 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **ou
     inst *in = host->alloc(host->ctx, sizeof *in, 16);
     if (!in)
         return sy_err_set(err, SY_ERR_NOMEM, "oot-attn: no memory");
+    memset(in, 0, sizeof *in);
     in->host = host;
     snprintf(in->greeting, sizeof in->greeting, "%s", sy_kv_get(cfg, n_cfg, "greeting"));
     sy_logf(host, SY_LOG_INFO, "oot-attn", "created: %s", in->greeting);
@@ -90,31 +97,88 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **ou
     return SY_OK;
 }
 
-static void destroy(void *p)
+static void destroy(void *vp)
 {
-    inst *in = p;
+    inst *in = vp;
+    in->host->free(in->host->ctx, in->kc);
+    in->host->free(in->host->ctx, in->vc);
+    in->host->free(in->host->ctx, in->scores);
     in->host->free(in->host->ctx, in);
 }
 
 static int supports(void *i, const sy_attn_problem *p, sy_err *why)
 {
     (void)i;
-    (void)p;
-    return sy_err_set(why, 0, "oot-attn computes nothing yet");
+    if (p->v_head_dim != p->head_dim || p->sliding_window)
+        return sy_err_set(why, 0, "oot-attn: only plain attention with v_head_dim == head_dim");
+    return 1;
 }
 
 static int prepare(void *i, const sy_attn_problem *p, sy_err *err)
 {
-    (void)i;
-    (void)p;
-    return sy_err_set(err, SY_ERR_UNSUPPORTED, "oot-attn computes nothing yet");
+    inst *in = i;
+    size_t n = (size_t)p->n_layers * p->n_blocks * p->block_size * p->n_kv_heads * p->head_dim;
+    in->p = *p;
+    in->kc = in->host->alloc(in->host->ctx, n * sizeof(float), 64);
+    in->vc = in->host->alloc(in->host->ctx, n * sizeof(float), 64);
+    in->scores = in->host->alloc(in->host->ctx, (size_t)p->n_blocks * p->block_size * sizeof(float), 64);
+    if (!in->kc || !in->vc || !in->scores)
+        return sy_err_set(err, SY_ERR_NOMEM, "oot-attn: no memory for the KV cache");
+    return SY_OK;
+}
+
+static float *slot(const inst *in, float *base, int32_t layer, int32_t block, int32_t s)
+{
+    const sy_attn_problem *p = &in->p;
+    return base + ((((size_t)layer * p->n_blocks + block) * p->block_size + s) * p->n_kv_heads) * p->head_dim;
 }
 
 static int forward(void *i, int32_t layer, const sy_attn_batch *b, const sy_tensor *q, const sy_tensor *k,
                    const sy_tensor *v, sy_tensor *out, sy_err *err)
 {
-    (void)i, (void)layer, (void)b, (void)q, (void)k, (void)v, (void)out;
-    return sy_err_set(err, SY_ERR_UNSUPPORTED, "oot-attn computes nothing yet");
+    inst *in = i;
+    const sy_attn_problem *p = &in->p;
+    const int32_t D = p->head_dim, KV = p->n_kv_heads, G = p->n_heads / p->n_kv_heads, BS = p->block_size;
+    (void)err;
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        const int32_t *bt = b->block_table + (size_t)s * b->max_blocks;
+        for (int32_t t = b->tok_start[s]; t < b->tok_start[s + 1]; t++) {
+            int32_t pos = b->ctx_len[s] + (t - b->tok_start[s]);
+            memcpy(slot(in, in->kc, layer, bt[pos / BS], pos % BS), (const float *)k->data + (size_t)t * KV * D,
+                   sizeof(float) * (size_t)KV * D);
+            memcpy(slot(in, in->vc, layer, bt[pos / BS], pos % BS), (const float *)v->data + (size_t)t * KV * D,
+                   sizeof(float) * (size_t)KV * D);
+        }
+        for (int32_t t = b->tok_start[s]; t < b->tok_start[s + 1]; t++) {
+            int32_t pos = b->ctx_len[s] + (t - b->tok_start[s]);
+            for (int32_t h = 0; h < p->n_heads; h++) {
+                const float *qv = (const float *)q->data + ((size_t)t * p->n_heads + h) * D;
+                float *o = (float *)out->data + ((size_t)t * p->n_heads + h) * D;
+                float mx = -INFINITY;
+                for (int32_t j = 0; j <= pos; j++) {
+                    const float *kv = slot(in, in->kc, layer, bt[j / BS], j % BS) + (size_t)(h / G) * D;
+                    float d = 0;
+                    for (int32_t x = 0; x < D; x++)
+                        d += qv[x] * kv[x];
+                    in->scores[j] = d * p->scale;
+                    if (in->scores[j] > mx)
+                        mx = in->scores[j];
+                }
+                double sum = 0;
+                for (int32_t j = 0; j <= pos; j++)
+                    sum += (in->scores[j] = expf(in->scores[j] - mx));
+                for (int32_t x = 0; x < D; x++)
+                    o[x] = 0;
+                for (int32_t j = 0; j <= pos; j++) {
+                    const float *vv = slot(in, in->vc, layer, bt[j / BS], j % BS) + (size_t)(h / G) * D;
+                    float w = (float)(in->scores[j] / sum);
+                    for (int32_t x = 0; x < D; x++)
+                        o[x] += w * vv[x];
+                }
+            }
+        }
+    }
+    return SY_OK;
 }
 
 static const sy_attn_ops ops = {sizeof(sy_attn_ops), supports, prepare, forward, NULL};
@@ -141,7 +205,7 @@ printf 'int oot_helper(void);\nint oot_helper(void) { return 1; }\n' >"$tmp/src/
 cc=${CC:-cc}
 # shellcheck disable=SC2086 # cflags is a list of words
 $cc -std=c99 -pedantic -Wall -Wextra -Werror -shared -fPIC $cflags "$tmp/src/oot-attn.c" \
-    -o "$tmp/plugins/oot-attn.so" -Wl,--no-undefined || fail "the out-of-tree plugin does not build with: $cflags"
+    -o "$tmp/plugins/oot-attn.so" -Wl,--no-undefined -lm || fail "the out-of-tree plugin does not build with: $cflags"
 $cc -shared -fPIC "$tmp/src/helper.c" -o "$tmp/plugins/libhelper.so" || fail "cannot build the helper library"
 
 # Only the entry point is exported (the .pc file brings -fvisibility=hidden).
@@ -190,4 +254,40 @@ fi
 grep -F "unknown key \"colour\" in [attention] at $tmp/bad.ini:3; plugin oot-attn ($tmp/plugins/oot-attn.so) accepts: greeting" \
     "$tmp/bad.txt" >/dev/null || { cat "$tmp/bad.txt" >&2; fail "the unknown-key message is not as expected"; }
 
+# A config edit alone puts the third-party attention into the engine: the
+# same greedy tokens as the in-tree cpu plugin, on the build's small model.
+if [ "${1:-}" != --installed ]; then
+    model=$SY_BUILDDIR/models/small
+    [ -f "$model/config.json" ] || fail "the build's small model $model is missing"
+    cat >"$tmp/gen.ini" <<EOF
+[model]
+path = $model
+[device]
+plugin = cpu
+[attention]
+plugin = oot-attn
+greeting = bonjour
+EOF
+    plugins_dir=$SY_BUILDDIR/build-plugins
+    "$bin" generate -q -c "$tmp/gen.ini" --plugin-dir "$tmp/plugins" --plugin-dir "$plugins_dir" \
+        --prompt-ids 5,6,7,8,9 -n 24 --ignore-eos --print-ids >/dev/null 2>"$tmp/oot-gen.txt" ||
+        { cat "$tmp/oot-gen.txt" >&2; fail "generate through oot-attn failed"; }
+    # greeting is oot-attn's key: the cpu plugin refuses it, by name.
+    if "$bin" generate -q -c "$tmp/gen.ini" --plugin-dir "$plugins_dir" --set attention.plugin=cpu \
+        --prompt-ids 5,6,7 -n 2 >/dev/null 2>"$tmp/cpu-gen.txt"; then
+        fail "the cpu attention plugin accepted oot-attn's key \"greeting\""
+    fi
+    grep -F 'unknown key "greeting"' "$tmp/cpu-gen.txt" >/dev/null ||
+        { cat "$tmp/cpu-gen.txt" >&2; fail "the refusal of \"greeting\" does not name the key"; }
+    grep -v '^greeting' "$tmp/gen.ini" >"$tmp/gen-cpu.ini"
+    "$bin" generate -q -c "$tmp/gen-cpu.ini" --plugin-dir "$plugins_dir" --set attention.plugin=cpu \
+        --prompt-ids 5,6,7,8,9 -n 24 --ignore-eos --print-ids >/dev/null 2>"$tmp/cpu-gen.txt" ||
+        { cat "$tmp/cpu-gen.txt" >&2; fail "generate through the cpu attention failed"; }
+    a=$(grep '^generated_ids:' "$tmp/oot-gen.txt")
+    b=$(grep '^generated_ids:' "$tmp/cpu-gen.txt")
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "oot-attn and cpu gave different tokens: [$a] vs [$b]"
+    echo "oot-attn and cpu agree: $a"
+fi
+
 echo "outoftree: ok"
+

@@ -6,3 +6,6 @@ EXTRA_DIST += \
 	tests/ref/test_reference_self.sh tests/ref/test_mkmodel.sh \
 	tests/ref/reference.py tests/ref/validate_expected.py \
 	tests/ref/check_checkpoint.py
+# The engine's logits against the reference on seeded synthetic checkpoints.
+TESTS += tests/ref/test_engine_vs_reference.sh
+EXTRA_DIST += tests/ref/test_engine_vs_reference.sh

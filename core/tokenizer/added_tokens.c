@@ -159,8 +159,7 @@ int sy__added_parse(sy_tokenizer *t, const json_t *arr, const sy_tok_where *w, s
         const sy_tok_added *tok = &t->added[i];
         if (!tok->nlen)
             continue;
-        if (sy__trie_add(tok->normalized ? &t->trie_norm : &t->trie_raw, t->arena.p + tok->noff, tok->nlen,
-                         (int32_t)i))
+        if (sy__trie_add(tok->normalized ? &t->trie_norm : &t->trie_raw, t->arena.p + tok->noff, tok->nlen, (int32_t)i))
             return sy_err_set(err, SY_ERR_NOMEM, "out of memory");
     }
     if (any_single) {

@@ -158,8 +158,7 @@ int sy__bpe_parse(sy_tokenizer *t, const json_t *model, const sy_tok_where *w, s
         char what[128];
         sy__json_describe(type, what, sizeof what);
         return sy_err_set(err, json_is_string(type) ? SY_ERR_UNSUPPORTED : SY_ERR_INVALID,
-                          "%s: %s.type: expected \"BPE\" (the only model supported), found %s", w->file, w->path,
-                          what);
+                          "%s: %s.type: expected \"BPE\" (the only model supported), found %s", w->file, w->path, what);
     }
     int rc;
     const json_t *dropout = json_object_get(model, "dropout");

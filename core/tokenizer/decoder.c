@@ -30,12 +30,12 @@ typedef enum {
 
 typedef struct sy__stage {
     sy__dkind kind;
-    sy_tok_regex re;       /* Replace */
-    char *content;         /* Replace */
+    sy_tok_regex re; /* Replace */
+    char *content; /* Replace */
     size_t content_len;
-    uint32_t ch;           /* Strip's character, Metaspace's replacement */
-    size_t start, stop;    /* Strip */
-    bool strip_first;      /* Metaspace: prepend_scheme is not never */
+    uint32_t ch; /* Strip's character, Metaspace's replacement */
+    size_t start, stop; /* Strip */
+    bool strip_first; /* Metaspace: prepend_scheme is not never */
 } sy__stage;
 
 struct sy_tok_dec {
@@ -193,10 +193,10 @@ int sy__dec_parse(sy_tokenizer *t, const json_t *j, const sy_tok_where *w, sy_er
 
 typedef struct sy__sstate {
     sy_tok_buf hold; /* bytes a stage keeps back */
-    sy_tok_buf tmp;  /* what it passes on */
-    size_t count;    /* Strip: characters cut at the token start; Metaspace: tokens seen */
-    bool begun;      /* Fuse/ByteLevel/Join: the one output token has begun */
-    bool in_start;   /* Strip: still at the token start */
+    sy_tok_buf tmp; /* what it passes on */
+    size_t count; /* Strip: characters cut at the token start; Metaspace: tokens seen */
+    bool begun; /* Fuse/ByteLevel/Join: the one output token has begun */
+    bool in_start; /* Strip: still at the token start */
 } sy__sstate;
 
 struct sy_tok_dstate {
@@ -241,7 +241,10 @@ static int sy__stage_push(sy_tok_dstate *d, size_t i, const char *s, size_t n, i
 
 static int sy__hex(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 static bool sy__is_byte_token(const char *s, size_t n, uint8_t *b)

@@ -28,8 +28,7 @@ static int sy__detok_feed(sy_detok *d, int32_t id, sy_tok_buf *out, sy_err *err)
 {
     const sy_tokenizer *t = d->t;
     if (id < 0 || id >= t->n_ids)
-        return sy_err_set(err, SY_ERR_INVALID, "detokenize: expected a token id in [0, %d), found %d", t->n_ids,
-                          id);
+        return sy_err_set(err, SY_ERR_INVALID, "detokenize: expected a token id in [0, %d), found %d", t->n_ids, id);
     /* Hugging Face drops special tokens before the decoder chain, and ids
      * without a piece (gaps in the vocabulary) decode to nothing. */
     if (t->piece_off[id] == UINT32_MAX || (d->skip_special && (t->id_flags[id] & SY__ID_SPECIAL)))
@@ -84,8 +83,7 @@ sy_detok *sy_detok_new_after(const sy_tokenizer *t, const int32_t *context, size
     }
     if (sy__dstate_finish(whole->st, &whole->out))
         goto fail;
-    if (whole->out.len > d->out.len &&
-        sy__buf_put(&d->owed, whole->out.p + d->out.len, whole->out.len - d->out.len))
+    if (whole->out.len > d->out.len && sy__buf_put(&d->owed, whole->out.p + d->out.len, whole->out.len - d->out.len))
         goto fail;
     d->out.len = 0;
     sy_detok_free(whole);
@@ -122,7 +120,8 @@ int sy_detok_push(sy_detok *d, int32_t id, const char **piece, size_t *len, sy_e
     *piece = "";
     *len = 0;
     if (d->finished)
-        return sy_err_set(err, SY_ERR_INVALID, "sy_detok_push: expected an unfinished detokenizer, found one already finished");
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "sy_detok_push: expected an unfinished detokenizer, found one already finished");
     d->out.len = 0;
     int rc = sy__detok_feed(d, id, &d->out, err);
     if (rc)

@@ -31,8 +31,8 @@ static int sy__encode_words(const sy_tokenizer *t, const char *s, size_t n, bool
     return 0;
 }
 
-static int sy__encode(const sy_tokenizer *t, const char *text, size_t len, int flags, sy_tok_ivec *out,
-                      sy_tok_ctx *c, sy_err *err)
+static int sy__encode(const sy_tokenizer *t, const char *text, size_t len, int flags, sy_tok_ivec *out, sy_tok_ctx *c,
+                      sy_err *err)
 {
     bool parse_special = flags & SY_TOK_PARSE_SPECIAL;
     sy_tok_spans raw = {0}, norm = {0};
@@ -70,8 +70,8 @@ static int sy__encode(const sy_tokenizer *t, const char *text, size_t len, int f
     return rc;
 }
 
-int sy_tokenizer_encode(const sy_tokenizer *t, const char *text, size_t len, int flags, int32_t **ids,
-                        size_t *n_ids, sy_err *err)
+int sy_tokenizer_encode(const sy_tokenizer *t, const char *text, size_t len, int flags, int32_t **ids, size_t *n_ids,
+                        sy_err *err)
 {
     *ids = NULL;
     *n_ids = 0;

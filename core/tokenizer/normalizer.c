@@ -112,7 +112,10 @@ int sy__norm_parse(const json_t *j, const sy_tok_where *w, sy_tok_norm **out, sy
         n->kind = SY__N_LOWER;
     } else if (!strcmp(ty, "NFC") || !strcmp(ty, "NFD") || !strcmp(ty, "NFKC") || !strcmp(ty, "NFKD")) {
         n->kind = SY__N_UNICODE;
-        n->form = !strcmp(ty, "NFC") ? SY__NFC : !strcmp(ty, "NFD") ? SY__NFD : !strcmp(ty, "NFKC") ? SY__NFKC : SY__NFKD;
+        n->form = !strcmp(ty, "NFC")    ? SY__NFC
+                  : !strcmp(ty, "NFD")  ? SY__NFD
+                  : !strcmp(ty, "NFKC") ? SY__NFKC
+                                        : SY__NFKD;
     } else if (!strcmp(ty, "Strip")) {
         n->kind = SY__N_STRIP;
         if ((rc = sy__json_bool(j, "strip_left", true, &n->left, w, err)) ||
@@ -134,8 +137,7 @@ fail:
     return rc;
 }
 
-static int sy__replace(const sy_tok_norm *n, const char *s, size_t len, sy_tok_buf *out, sy_tok_ctx *c,
-                       sy_err *err)
+static int sy__replace(const sy_tok_norm *n, const char *s, size_t len, sy_tok_buf *out, sy_tok_ctx *c, sy_err *err)
 {
     int rc = sy__re_find_all(&n->re, s, len, c->md, &c->spans, err);
     if (rc)

@@ -11,17 +11,11 @@
 
 #include "tokenizer/tok_internal.h"
 
-typedef enum {
-    SY__B_REMOVED,
-    SY__B_ISOLATED,
-    SY__B_MERGED_PREV,
-    SY__B_MERGED_NEXT,
-    SY__B_CONTIGUOUS
-} sy__behavior;
+typedef enum { SY__B_REMOVED, SY__B_ISOLATED, SY__B_MERGED_PREV, SY__B_MERGED_NEXT, SY__B_CONTIGUOUS } sy__behavior;
 
 typedef enum {
     SY__P_SEQ,
-    SY__P_SPLIT,     /* also Digits, Whitespace, WhitespaceSplit, Punctuation */
+    SY__P_SPLIT, /* also Digits, Whitespace, WhitespaceSplit, Punctuation */
     SY__P_BYTELEVEL,
     SY__P_METASPACE
 } sy__pkind;
@@ -36,7 +30,7 @@ struct sy_tok_pretok {
     sy__behavior behavior;
     bool invert;
     bool add_prefix_space, use_regex; /* ByteLevel */
-    char repl[8];                     /* Metaspace replacement character */
+    char repl[8]; /* Metaspace replacement character */
     size_t repl_len;
     int prepend;
     bool split;
@@ -56,8 +50,7 @@ void sy__pretok_free(sy_tok_pretok *p)
     free(p);
 }
 
-static int sy__parse_behavior(const json_t *j, const char *dflt, sy__behavior *out, const sy_tok_where *w,
-                              sy_err *err)
+static int sy__parse_behavior(const json_t *j, const char *dflt, sy__behavior *out, const sy_tok_where *w, sy_err *err)
 {
     static const char *const names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
     const json_t *b = json_object_get(j, "behavior");
@@ -72,8 +65,8 @@ static int sy__parse_behavior(const json_t *j, const char *dflt, sy__behavior *o
             *out = (sy__behavior)i;
             return 0;
         }
-    return sy__json_err(err, w, ".behavior",
-                        "one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous", b);
+    return sy__json_err(err, w, ".behavior", "one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous",
+                        b);
 }
 
 static int sy__compile_builtin(const char *pat, sy_tok_regex *re, const sy_tok_where *w, sy_err *err)
@@ -314,8 +307,8 @@ static int sy__emit(sy_tok_pieces *out, const char *s, size_t n, bool origin, bo
 }
 
 /* Splits s per p (Split-like kinds), emitting the kept pieces into out. */
-static int sy__split_piece(const sy_tok_pretok *p, const char *s, size_t n, bool origin, sy__behavior b,
-                           bool invert, bool bytelevel, sy_tok_pieces *out, sy_tok_ctx *c, sy_err *err)
+static int sy__split_piece(const sy_tok_pretok *p, const char *s, size_t n, bool origin, sy__behavior b, bool invert,
+                           bool bytelevel, sy_tok_pieces *out, sy_tok_ctx *c, sy_err *err)
 {
     int rc = sy__re_find_all(&p->re, s, n, c->md, &c->spans, err);
     if (rc)

@@ -103,14 +103,14 @@ int sy__re_compile(const char *pat, size_t len, sy_tok_regex *re, const sy_tok_w
     PCRE2_SIZE eoff;
     /* MATCH_INVALID_UTF: invalid input bytes simply never match, so text
      * that is not UTF-8 is still split instead of rejected. */
-    re->code = pcre2_compile((PCRE2_SPTR)(tr.p ? tr.p : ""), tr.len,
-                             PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec, &eoff, NULL);
+    re->code = pcre2_compile((PCRE2_SPTR)(tr.p ? tr.p : ""), tr.len, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
+                             &ec, &eoff, NULL);
     sy__buf_free(&tr);
     if (!re->code) {
         char msg[160];
         pcre2_get_error_message(ec, (PCRE2_UCHAR *)msg, sizeof msg);
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s: expected a regular expression, found \"%.*s\" (%s)",
-                          w->file, w->path, (int)(len > 120 ? 120 : len), pat, msg);
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s: expected a regular expression, found \"%.*s\" (%s)", w->file,
+                          w->path, (int)(len > 120 ? 120 : len), pat, msg);
     }
     /* JIT is an optimisation: without it pcre2_match interprets. */
     (void)pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE);
@@ -122,7 +122,9 @@ int sy__re_from_json(const json_t *pattern, sy_tok_regex *re, const sy_tok_where
     const json_t *s = json_is_object(pattern) ? json_object_get(pattern, "String") : NULL;
     const json_t *r = json_is_object(pattern) ? json_object_get(pattern, "Regex") : NULL;
     if (json_is_string(s))
-        return sy__re_literal(json_string_value(s), json_string_length(s), re) ? sy_err_set(err, SY_ERR_NOMEM, "out of memory") : 0;
+        return sy__re_literal(json_string_value(s), json_string_length(s), re)
+                   ? sy_err_set(err, SY_ERR_NOMEM, "out of memory")
+                   : 0;
     if (json_is_string(r))
         return sy__re_compile(json_string_value(r), json_string_length(r), re, w, err);
     return sy__json_err(err, w, "", "{\"String\": ...} or {\"Regex\": ...}", pattern);
@@ -136,8 +138,8 @@ void sy__re_free(sy_tok_regex *re)
 }
 
 /* Next match at or after start: 1 found, 0 none, <0 error. */
-static int sy__re_next(const sy_tok_regex *re, const char *s, size_t n, size_t start, pcre2_match_data *md,
-                       size_t *ms, size_t *me, sy_err *err)
+static int sy__re_next(const sy_tok_regex *re, const char *s, size_t n, size_t start, pcre2_match_data *md, size_t *ms,
+                       size_t *me, sy_err *err)
 {
     if (!re->code) {
         if (!re->lit_len || n - start < re->lit_len)
@@ -158,8 +160,7 @@ static int sy__re_next(const sy_tok_regex *re, const char *s, size_t n, size_t s
     if (rc < 0) {
         char msg[160];
         pcre2_get_error_message(rc, (PCRE2_UCHAR *)msg, sizeof msg);
-        return sy_err_set(err, SY_ERR_INTERNAL, "tokenizer: regex match failed at byte %zu of %zu: %s", start, n,
-                          msg);
+        return sy_err_set(err, SY_ERR_INTERNAL, "tokenizer: regex match failed at byte %zu of %zu: %s", start, n, msg);
     }
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
     *ms = ov[0];

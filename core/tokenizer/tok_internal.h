@@ -74,7 +74,7 @@ typedef struct sy_tok_strmap {
     struct sy_tok_sent {
         uint32_t off, len, hash;
         int32_t val;
-    } *ents;
+    } * ents;
     size_t n, cap;
     const sy_tok_buf *arena;
 } sy_tok_strmap;
@@ -132,8 +132,7 @@ int sy__json_err(sy_err *err, const sy_tok_where *w, const char *sub, const char
 void sy__path(char *out, size_t cap, const char *base, const char *fmt, ...) SY__PRINTF(4, 5);
 /* Optional member of type bool/string; missing or null gives the default. */
 int sy__json_bool(const json_t *obj, const char *key, bool dflt, bool *out, const sy_tok_where *w, sy_err *err);
-int sy__json_str(const json_t *obj, const char *key, const char **out, size_t *len, const sy_tok_where *w,
-                 sy_err *err);
+int sy__json_str(const json_t *obj, const char *key, const char **out, size_t *len, const sy_tok_where *w, sy_err *err);
 
 /* ------------------------------------------------------------ regex */
 
@@ -194,7 +193,7 @@ enum { SY__ID_SPECIAL = 1, SY__ID_ADDED = 2, SY__ID_BYTE = 4 };
 
 typedef struct sy_tok_added {
     int32_t id;
-    uint32_t off, len;   /* content in the arena */
+    uint32_t off, len; /* content in the arena */
     uint32_t noff, nlen; /* what is matched: content, normalized if normalized */
     bool special, lstrip, rstrip, normalized, single_word;
 } sy_tok_added;
@@ -203,16 +202,17 @@ typedef struct sy_tok_added {
 typedef struct sy_tok_trie {
     struct sy_tok_tnode {
         uint32_t child, sibling; /* node indexes; 0 = none (0 is the root) */
-        int32_t tok;             /* index into added[], -1 if none ends here */
+        int32_t tok; /* index into added[], -1 if none ends here */
         uint8_t byte;
-    } *nodes;
+    } * nodes;
     size_t n, cap;
     bool first[256];
 } sy_tok_trie;
 
 struct sy_tokenizer {
     sy_tok_buf arena; /* every piece string, NUL-terminated */
-    int32_t n_ids;
+    int32_t n_ids; /* highest id + 1 */
+    size_t ids_cap; /* allocated length of the per-id arrays */
     uint32_t *piece_off; /* per id; UINT32_MAX when the id has no piece */
     uint32_t *piece_len;
     uint8_t *id_flags;

@@ -382,8 +382,7 @@ int sy__json_bool(const json_t *obj, const char *key, bool dflt, bool *out, cons
     return 0;
 }
 
-int sy__json_str(const json_t *obj, const char *key, const char **out, size_t *len, const sy_tok_where *w,
-                 sy_err *err)
+int sy__json_str(const json_t *obj, const char *key, const char **out, size_t *len, const sy_tok_where *w, sy_err *err)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) {

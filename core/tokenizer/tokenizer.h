@@ -22,9 +22,11 @@ typedef struct sy_tokenizer sy_tokenizer;
  */
 int sy_tokenizer_load_dir(const char *dir, sy_tokenizer **out, sy_err *err);
 /*
- * Loads one tokenizer.json with no companion files: SY_TOK_ADD_SPECIAL then
- * adds what its post_processor template says (as Hugging Face's
- * Tokenizer.from_file does), and there are no EOS ids.
+ * Loads one tokenizer.json with no companion files (no BOS added: with
+ * SY_TOK_ADD_SPECIAL nothing is added; sy_tokenizer_bos still reports the
+ * post_processor template's first special token; there are no EOS ids).
+ * A directory without tokenizer_config.json add_bos_token/add_eos_token
+ * follows the template instead, as Hugging Face does.
  */
 int sy_tokenizer_load_file(const char *path, sy_tokenizer **out, sy_err *err);
 void sy_tokenizer_free(sy_tokenizer *t);

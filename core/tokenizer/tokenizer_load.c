@@ -28,8 +28,11 @@ int sy__arena_add(sy_tokenizer *t, const char *s, size_t len, uint32_t *off)
 
 int sy__set_piece(sy_tokenizer *t, int32_t id, uint32_t off, uint32_t len)
 {
-    if (id >= t->n_ids) {
-        size_t cap = (size_t)id + 1;
+    if ((size_t)id >= t->ids_cap) {
+        /* Geometric growth: ids mostly arrive in increasing order. */
+        size_t cap = t->ids_cap ? t->ids_cap : 1024;
+        while (cap <= (size_t)id)
+            cap *= 2;
         uint32_t *po = realloc(t->piece_off, cap * sizeof *po);
         if (!po)
             return SY_ERR_NOMEM;
@@ -42,13 +45,15 @@ int sy__set_piece(sy_tokenizer *t, int32_t id, uint32_t off, uint32_t len)
         if (!fl)
             return SY_ERR_NOMEM;
         t->id_flags = fl;
-        for (size_t i = (size_t)t->n_ids; i < cap; i++) {
+        for (size_t i = t->ids_cap; i < cap; i++) {
             t->piece_off[i] = UINT32_MAX;
             t->piece_len[i] = 0;
             t->id_flags[i] = 0;
         }
-        t->n_ids = id + 1;
+        t->ids_cap = cap;
     }
+    if (id >= t->n_ids)
+        t->n_ids = id + 1;
     /* The first piece seen for an id is the one it decodes to. */
     if (t->piece_off[id] == UINT32_MAX) {
         t->piece_off[id] = off;
@@ -89,8 +94,7 @@ static int sy__load_json(const char *path, json_t **out, sy_err *err)
     *out = json_loadb(data, len, JSON_ALLOW_NUL, &je);
     free(data);
     if (!*out)
-        return sy_err_set(err, SY_ERR_INVALID, "%s:%d:%d: expected valid JSON: %s", path, je.line, je.column,
-                          je.text);
+        return sy_err_set(err, SY_ERR_INVALID, "%s:%d:%d: expected valid JSON: %s", path, je.line, je.column, je.text);
     return 0;
 }
 
@@ -123,8 +127,8 @@ static int sy__special_ids(const sy_tokenizer *t, const json_t *specials, const 
 }
 
 /* What one post-processor adds before and after the sequence. */
-static int sy__post_parse(sy_tokenizer *t, const json_t *j, const sy_tok_where *w, sy_tok_ivec *pre,
-                          sy_tok_ivec *post, sy_err *err)
+static int sy__post_parse(sy_tokenizer *t, const json_t *j, const sy_tok_where *w, sy_tok_ivec *pre, sy_tok_ivec *post,
+                          sy_err *err)
 {
     if (!j || json_is_null(j))
         return 0;
@@ -149,8 +153,8 @@ static int sy__post_parse(sy_tokenizer *t, const json_t *j, const sy_tok_where *
             if (json_is_object(sq)) {
                 if (seen_a)
                     return sy_err_set(err, SY_ERR_UNSUPPORTED,
-                                      "%s: %s: expected one $A sequence in the single template, found another",
-                                      w->file, sub.path);
+                                      "%s: %s: expected one $A sequence in the single template, found another", w->file,
+                                      sub.path);
                 seen_a = true;
             } else if (json_is_object(st) && json_is_string(json_object_get(st, "id"))) {
                 if ((rc = sy__special_ids(t, specials, json_string_value(json_object_get(st, "id")),
@@ -387,10 +391,11 @@ int sy_tokenizer_load_file(const char *path, sy_tokenizer **out, sy_err *err)
     if (rc)
         return rc;
     sy_tokenizer *t = *out;
-    /* Without companion files the template's first special token (if
-     * any) is the best guess at BOS. */
+    /* The template's first special token is the BOS it would add, but a
+     * lone tokenizer.json adds nothing (the interface promises so). */
     if (t->add_pre.n)
         t->bos = t->add_pre.v[0];
+    t->add_pre.n = t->add_post.n = 0;
     return 0;
 }
 

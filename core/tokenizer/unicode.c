@@ -157,8 +157,7 @@ static int sy__decompose(uint32_t cp, bool compat, sy__cpvec *out)
 {
     if (cp >= SY__SBASE && cp < SY__SBASE + SY__SCOUNT) {
         uint32_t s = cp - SY__SBASE;
-        if (sy__cp_push(out, SY__LBASE + s / SY__NCOUNT) ||
-            sy__cp_push(out, SY__VBASE + (s % SY__NCOUNT) / SY__TCOUNT))
+        if (sy__cp_push(out, SY__LBASE + s / SY__NCOUNT) || sy__cp_push(out, SY__VBASE + (s % SY__NCOUNT) / SY__TCOUNT))
             return SY_ERR_NOMEM;
         if (s % SY__TCOUNT && sy__cp_push(out, SY__TBASE + s % SY__TCOUNT))
             return SY_ERR_NOMEM;

@@ -1,3 +1,302 @@
+/*
+ * libsykern directly: the F16/BF16 conversions (every F16 value; F32
+ * rounding against the compiler's _Float16 and a longhand BF16 encoder),
+ * the vector exp of every ISA, the PV kernel (gemm_nn_acc) and gemm tiles
+ * on odd shapes, tensor views, and the worker pool under load (many jobs,
+ * more threads than cores, two callers at once).
+ */
 #include "config.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sykconv.h"
+#include "sykern.h"
+#include "sykpool.h"
 #include "test_cpu_harness.h"
-int main(void) { return th_done("test_cpu_kernels"); }
+
+static float bits_f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint32_t f_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static void test_conversions(void)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float a = syk_f16_to_f32((uint16_t)h), b = th_f16_to_f32((uint16_t)h);
+        if (isnan(b)) {
+            TH_CHECK(isnan(a), "f16 0x%04x: NaN decoded as %g", h, (double)a);
+            TH_CHECK(isnan(syk_f16_to_f32(syk_f32_to_f16(a))), "f16 NaN 0x%04x does not stay NaN", h);
+            continue;
+        }
+        TH_CHECK(f_bits(a) == f_bits(b), "f16 0x%04x decodes to %a, want %a", h, (double)a, (double)b);
+        TH_CHECK(syk_f32_to_f16(a) == h, "f16 0x%04x does not round-trip (got 0x%04x)", h, syk_f32_to_f16(a));
+        TH_CHECK(syk_bf16_to_f32((uint16_t)h) == th_bf16_to_f32((uint16_t)h) || isnan(th_bf16_to_f32((uint16_t)h)),
+                 "bf16 0x%04x decode", h);
+    }
+    th_rng r = {12345};
+    int bad16 = 0, bad_bf = 0;
+    for (int i = 0; i < 2000000; i++) {
+        uint32_t u = (uint32_t)th_next(&r);
+        if (i % 4 == 0) /* concentrate on the F16 range, subnormals and overflow edge included */
+            u = (u & 0x807fffffu) | ((uint32_t)th_int(&r, 96, 145) << 23);
+        if (i % 8 == 1) /* exact ties between two F16 values */
+            u = (u & 0xffffe000u) | 0x1000u;
+        const float f = bits_f(u);
+        if (!isnan(f) && syk_f32_to_f16(f) != th_f32_to_f16(f) && bad16++ < 5)
+            TH_CHECK(0, "f32 %a -> f16 0x%04x, _Float16 says 0x%04x", (double)f, syk_f32_to_f16(f), th_f32_to_f16(f));
+        if (syk_f32_to_bf16(f) != th_f32_to_bf16(f) && bad_bf++ < 5)
+            TH_CHECK(0, "f32 %a -> bf16 0x%04x, want 0x%04x", (double)f, syk_f32_to_bf16(f), th_f32_to_bf16(f));
+    }
+    TH_CHECK(syk_f32_to_bf16(INFINITY) == 0x7f80 && syk_f32_to_bf16(-INFINITY) == 0xff80, "bf16 of inf");
+    TH_CHECK(isnan(syk_bf16_to_f32(syk_f32_to_bf16(NAN))), "bf16 of NaN is not NaN");
+    TH_CHECK(syk_f32_to_f16(65520.0f) == 0x7c00 && syk_f32_to_f16(65519.0f) == 0x7bff, "f16 overflow edge");
+}
+
+static void test_vexp(const syk_kernels *k)
+{
+    static float x[4099], y[4099];
+    th_rng r = {99};
+    for (int i = 0; i < 4099; i++)
+        x[i] = i < 3000 ? -87.0f + 175.0f * (float)i / 3000.0f : (float)th_uniform(&r, -87, 88);
+    k->vexp(y, x, 4099);
+    double worst = 0;
+    for (int i = 0; i < 4099; i++) {
+        const double ref = exp((double)x[i]), rel = fabs(y[i] - ref) / ref;
+        if (!(rel <= 3.0 / 8388608.0)) {
+            TH_CHECK(0, "%s vexp(%.9g) = %.9g, exp = %.9g (%.2g relative)", syk_isa_name(k->isa), (double)x[i],
+                     (double)y[i], ref, rel);
+            break;
+        }
+        worst = rel > worst ? rel : worst;
+    }
+    float sp[7] = {0.0f, -INFINITY, NAN, -100.0f, -1000.0f, 1e-30f, -88.5f}, sy[7];
+    k->vexp(sy, sp, 7);
+    TH_CHECK(sy[0] == 1.0f, "%s vexp(0) = %.9g", syk_isa_name(k->isa), (double)sy[0]);
+    TH_CHECK(sy[1] == 0.0f && sy[3] >= 0.0f && sy[3] < 1e-37f && sy[4] == 0.0f, "%s vexp of very negative x: %g %g %g",
+             syk_isa_name(k->isa), (double)sy[1], (double)sy[3], (double)sy[4]);
+    TH_CHECK(isnan(sy[2]), "%s vexp(NaN) = %g", syk_isa_name(k->isa), (double)sy[2]);
+    TH_CHECK(sy[5] == 1.0f && sy[6] >= 0.0f && sy[6] < 1e-37f, "%s vexp edge values", syk_isa_name(k->isa));
+    /* in place, and lengths 1..17 (masked tails) */
+    for (int n = 1; n <= 17; n++) {
+        float a[17], b[17], c[18];
+        for (int i = 0; i < n; i++)
+            a[i] = b[i] = (float)th_uniform(&r, -5, 5);
+        c[n] = 123.0f;
+        k->vexp(a, a, n);
+        k->vexp(c, b, n);
+        TH_CHECK(memcmp(a, c, sizeof(float) * (size_t)n) == 0 && c[n] == 123.0f, "vexp in place n=%d", n);
+    }
+    printf("  %s vexp: worst %.2g relative\n", syk_isa_name(k->isa), worst);
+}
+
+static void test_pv(const syk_kernels *k)
+{
+    th_rng r = {777};
+    const sy_dtype dts[3] = {SY_DTYPE_F32, SY_DTYPE_F16, SY_DTYPE_BF16};
+    for (int d = 0; d < 3; d++)
+        for (int n = 1; n <= 13; n += 3)
+            for (int dv = 1; dv <= 70; dv += 7)
+                for (int npos = 1; npos <= 20; npos += 6) {
+                    const int ldp = npos + 2, ldv = dv + 3, lda = dv + 1;
+                    float p[13 * 22], acc[13 * 71], acc0[13 * 71];
+                    uint32_t vbuf[20 * 73];
+                    for (int i = 0; i < n * ldp; i++)
+                        p[i] = (float)th_uniform(&r, 0, 1);
+                    for (int i = 0; i < npos * ldv; i++)
+                        th_put(vbuf, dts[d], i, (float)th_uniform(&r, -2, 2));
+                    for (int i = 0; i < n * lda; i++)
+                        acc[i] = acc0[i] = (float)th_uniform(&r, -1, 1);
+                    k->gemm_nn_acc[dts[d]](p, ldp, vbuf, ldv, acc, lda, n, npos, dv);
+                    for (int i = 0; i < n; i++)
+                        for (int e = 0; e < lda; e++) {
+                            if (e >= dv) {
+                                TH_CHECK(acc[i * lda + e] == acc0[i * lda + e], "pv wrote past dv");
+                                continue;
+                            }
+                            double ref = acc0[i * lda + e], mag = fabs(ref);
+                            for (int j = 0; j < npos; j++) {
+                                const double t = (double)p[i * ldp + j] * th_get(vbuf, dts[d], (int64_t)j * ldv + e);
+                                ref += t;
+                                mag += fabs(t);
+                            }
+                            if (!(fabs(acc[i * lda + e] - ref) <= (npos + 2) * mag / 16777216.0)) {
+                                TH_CHECK(0, "%s pv %s n=%d npos=%d dv=%d: acc[%d][%d] = %.9g, ref %.9g",
+                                         syk_isa_name(k->isa), sy_dtype_name(dts[d]), n, npos, dv, i, e,
+                                         (double)acc[i * lda + e], ref);
+                                i = n;
+                                break;
+                            }
+                        }
+                }
+}
+
+/* A gemm tile writes exactly its rows and columns. */
+static void test_tile(const syk_kernels *k)
+{
+    th_rng r = {4242};
+    const int64_t n = 70, m = 45, kk = 1100;
+    float *x = malloc(sizeof(float) * (size_t)(n * kk)), *out = malloc(sizeof(float) * (size_t)(n * m));
+    uint16_t *w = malloc(sizeof(uint16_t) * (size_t)(m * kk));
+    for (int64_t i = 0; i < n * kk; i++)
+        x[i] = (float)th_uniform(&r, -1, 1);
+    for (int64_t i = 0; i < m * kk; i++)
+        w[i] = th_f32_to_bf16((float)th_uniform(&r, -1, 1));
+    for (int64_t i = 0; i < n * m; i++)
+        out[i] = -7.0f;
+    const syk_gemm g = {x, kk, w, SY_DTYPE_BF16, kk, NULL, SY_DTYPE_F32, out, m, n, m, kk};
+    syk_gemm_tile(k, &g, 3, 68, 8, 41);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < m; j++) {
+            const int inside = i >= 3 && i < 68 && j >= 8 && j < 41;
+            if (!inside) {
+                TH_CHECK(out[i * m + j] == -7.0f, "%s tile wrote outside at [%lld][%lld]", syk_isa_name(k->isa),
+                         (long long)i, (long long)j);
+                continue;
+            }
+            double ref = 0, mag = 0;
+            for (int64_t t = 0; t < kk; t++) {
+                const double p = (double)x[i * kk + t] * th_bf16_to_f32(w[j * kk + t]);
+                ref += p;
+                mag += fabs(p);
+            }
+            TH_CHECK(fabs(out[i * m + j] - ref) <= (kk / 8.0 + 17) * mag / 16777216.0, "%s tile [%lld][%lld]",
+                     syk_isa_name(k->isa), (long long)i, (long long)j);
+        }
+    free(x);
+    free(out);
+    free(w);
+}
+
+static void test_view(void)
+{
+    float buf[64];
+    int64_t r, c, ld;
+    sy_tensor t = sy_tensor_2d(buf, SY_DTYPE_F32, 4, 5);
+    TH_CHECK(syk_view2d(&t, &r, &c, &ld) == 0 && r == 4 && c == 5 && ld == 5, "2-D view");
+    t.stride[0] = 7;
+    TH_CHECK(syk_view2d(&t, &r, &c, &ld) == 0 && ld == 7, "strided rows");
+    t.stride[0] = 3;
+    TH_CHECK(syk_view2d(&t, &r, &c, &ld) != 0, "overlapping rows accepted");
+    t.stride[0] = 5;
+    t.stride[1] = 2;
+    TH_CHECK(syk_view2d(&t, &r, &c, &ld) != 0, "strided columns accepted");
+    int64_t s3[3] = {2, 3, 4};
+    sy_tensor_init(&t, buf, SY_DTYPE_F32, 3, s3);
+    TH_CHECK(syk_view2d(&t, &r, &c, &ld) == 0 && r == 6 && c == 4 && ld == 4, "3-D view as rows");
+    t.stride[0] = 13;
+    TH_CHECK(syk_view2d(&t, &r, &c, &ld) != 0, "3-D with a gap between planes accepted");
+    int64_t s1 = 9;
+    sy_tensor_init(&t, buf, SY_DTYPE_F32, 1, &s1);
+    TH_CHECK(syk_view2d(&t, &r, &c, &ld) == 0 && r == 1 && c == 9, "1-D view");
+}
+
+/* ------------------------------------------------------------------ pool */
+
+typedef struct pool_job {
+    atomic_long sum;
+    int n_workers;
+    atomic_int bad;
+} pool_job;
+
+static void add_range(void *arg, int64_t b, int64_t e, int worker)
+{
+    pool_job *j = arg;
+    if (worker < 0 || worker >= j->n_workers)
+        atomic_store(&j->bad, 1);
+    long s = 0;
+    for (int64_t i = b; i < e; i++)
+        s += (long)i;
+    atomic_fetch_add(&j->sum, s);
+}
+
+typedef struct caller_arg {
+    syk_pool *pool;
+    int ok;
+} caller_arg;
+
+static void *caller(void *a)
+{
+    caller_arg *c = a;
+    c->ok = 1;
+    for (int rep = 0; rep < 3000; rep++) {
+        pool_job j;
+        atomic_init(&j.sum, 0);
+        atomic_init(&j.bad, 0);
+        j.n_workers = syk_pool_size(c->pool);
+        const int64_t n = 1 + rep % 257;
+        syk_pool_run(c->pool, n, 1, add_range, &j);
+        if (atomic_load(&j.sum) != n * (n - 1) / 2 || atomic_load(&j.bad))
+            c->ok = 0;
+    }
+    return NULL;
+}
+
+static void test_pool(void)
+{
+    syk_pool *p = NULL;
+    sy_err err;
+    TH_CHECK(syk_pool_create(5, 50, &p, &err) == SY_OK, "pool: %s", err.msg);
+    if (!p)
+        return;
+    TH_CHECK(syk_pool_size(p) == 5, "pool size %d", syk_pool_size(p));
+    caller_arg a = {p, 0}, b = {p, 0};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, caller, &a);
+    pthread_create(&tb, NULL, caller, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    TH_CHECK(a.ok && b.ok, "two callers sharing a pool got wrong sums");
+    /* idle long enough for the workers to sleep, then wake them */
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    caller(&a);
+    TH_CHECK(a.ok, "jobs after the workers slept");
+    syk_pool_destroy(p);
+    TH_CHECK(syk_pool_create(1, 0, &p, &err) == SY_OK && syk_pool_size(p) == 1, "single-thread pool");
+    a.pool = p;
+    caller(&a);
+    TH_CHECK(a.ok, "single-thread pool sums");
+    syk_pool_destroy(p);
+    TH_CHECK(syk_online_cpus() >= 1, "online cpus");
+}
+
+int main(void)
+{
+    test_conversions();
+    test_view();
+    test_pool();
+    syk_isa isa;
+    TH_CHECK(syk_isa_parse("portable", &isa) == 0 && isa == SYK_ISA_PORTABLE, "parse portable");
+    TH_CHECK(syk_isa_parse("avx9", &isa) != 0, "parse avx9 accepted");
+    TH_CHECK(syk_isa_usable(SYK_ISA_PORTABLE, NULL, 0), "portable not usable");
+    for (int i = 0; i < SYK_ISA_COUNT; i++) {
+        char why[256];
+        if (!syk_isa_usable((syk_isa)i, why, sizeof why)) {
+            printf("  %s not testable here: %s\n", syk_isa_name((syk_isa)i), why);
+            continue;
+        }
+        const syk_kernels *k = syk_kernels_for((syk_isa)i);
+        TH_CHECK(k && k->isa == (syk_isa)i, "kernel table for %s", syk_isa_name((syk_isa)i));
+        if (!k)
+            continue;
+        test_vexp(k);
+        test_pv(k);
+        test_tile(k);
+    }
+    printf("  best ISA here: %s\n", syk_isa_name(syk_isa_best()));
+    return th_done("test_cpu_kernels");
+}

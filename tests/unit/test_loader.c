@@ -3,7 +3,7 @@
  * refusal names the file and says why; resolution by name, path and auto;
  * instance creation with validated keys; listings; and the host table.
  *
- * The test plugins come from $SY_PLUGIN_DIR (build-plugins/); each case
+ * The test plugins come from $SY_TEST_PLUGIN_DIR (build-test-plugins/); each case
  * links the ones it wants into a scratch directory of its own, so nothing
  * else there (the real plugins) takes part.
  */
@@ -537,10 +537,10 @@ int main(void)
 {
     env e;
     memset(&e, 0, sizeof e);
-    e.src = getenv("SY_PLUGIN_DIR");
+    e.src = getenv("SY_TEST_PLUGIN_DIR");
     if (!e.src || !*e.src) {
-        fprintf(stderr, "test_loader: SY_PLUGIN_DIR is not set (run through `make check`, which points it at "
-                        "build-plugins/)\n");
+        fprintf(stderr, "test_loader: SY_TEST_PLUGIN_DIR is not set (run through `make check`, which points it at "
+                        "build-test-plugins/)\n");
         return 1;
     }
     const char *tmp = getenv("TMPDIR");

@@ -16,8 +16,8 @@
 
 static int sy__bad;
 
-static void sy__fail_text(const char *what, const char *model, size_t k, const char *exp, size_t elen,
-                          const char *got, size_t glen)
+static void sy__fail_text(const char *what, const char *model, size_t k, const char *exp, size_t elen, const char *got,
+                          size_t glen)
 {
     sy__bad++;
     fprintf(stderr, "FAIL %s prompt %zu: %s\n", model, k, what);
@@ -171,7 +171,8 @@ int main(void)
     const char *name;
     const json_t *runs;
     size_t n_models = 0, n_runs = 0;
-    json_object_foreach((json_t *)models, name, runs) {
+    json_object_foreach((json_t *)models, name, runs)
+    {
         sy__check_model(shared, name, runs);
         n_models++;
         n_runs += json_array_size(runs);

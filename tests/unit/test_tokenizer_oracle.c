@@ -2,7 +2,8 @@
  * The tokenizer against independent oracles (shared/tokenizers): every
  * corpus string of gpt2, cl100k, o200k (byte-level BPE) and llama2-spm
  * (SentencePiece BPE) must encode to exactly the expected ids (plain text,
- * no BOS) and those ids must decode back to the string. Also prints load
+ * no BOS) and those ids must decode back to the string; the regex probes
+ * must give the reference BPE's ids. Also prints load
  * and encode timings (information, never a pass/fail criterion).
  */
 #include "config.h"
@@ -93,6 +94,49 @@ static int sy__check_one(const char *shared, const char *name, bool dir)
     return enc_bad || dec_bad || n == 0;
 }
 
+/* probes.jsonl: strings where regex engines differ; the ids of the
+ * reference BPE (bpe_ref) are also what Hugging Face's library gives. */
+static int sy__check_probes(const char *shared, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizers/%s/tokenizer.json", shared, name);
+    sy_err err = {{0}};
+    sy_tokenizer *t;
+    if (sy_tokenizer_load_file(path, &t, &err)) {
+        fprintf(stderr, "FAIL %s: load: %s\n", name, err.msg);
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/tokenizers/probes.jsonl", shared);
+    json_t *lines = sy_tt_read_jsonl(path);
+    size_t n = lines ? json_array_size(lines) : 0, bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *l = json_array_get(lines, i);
+        const json_t *text = json_object_get(l, "text");
+        size_t ne, nid;
+        int32_t *exp = sy_tt_ids(json_object_get(json_object_get(l, name), "bpe_ref"), &ne), *ids;
+        if (!json_is_string(text) || !exp ||
+            sy_tokenizer_encode(t, json_string_value(text), json_string_length(text), 0, &ids, &nid, &err)) {
+            bad++;
+            free(exp);
+            continue;
+        }
+        if (nid != ne || memcmp(ids, exp, ne * sizeof *ids)) {
+            if (!bad++) {
+                fprintf(stderr, "FAIL %s: probe %s differs from bpe_ref\n", name,
+                        json_string_value(json_object_get(l, "id")));
+                sy_tt_print_ids("  expected: ", exp, ne);
+                sy_tt_print_ids("  got:      ", ids, nid);
+            }
+        }
+        free(ids);
+        free(exp);
+    }
+    printf("%-10s probes: %zu/%zu differ from bpe_ref\n", name, bad, n);
+    json_decref(lines);
+    sy_tokenizer_free(t);
+    return bad || n == 0;
+}
+
 int main(void)
 {
     const char *shared = sy_tt_shared_dir();
@@ -106,6 +150,9 @@ int main(void)
      * expected ids have no BOS, so encoding without ADD_SPECIAL must not
      * add one. */
     bad += sy__check_one(shared, "llama2-spm", true);
-    printf("test_tokenizer_oracle: %d of 4 tokenizers failed\n", bad);
+    bad += sy__check_probes(shared, "gpt2");
+    bad += sy__check_probes(shared, "cl100k");
+    bad += sy__check_probes(shared, "o200k");
+    printf("test_tokenizer_oracle: %d of 7 checks failed\n", bad);
     return bad ? 1 : 0;
 }

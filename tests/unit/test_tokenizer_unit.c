@@ -54,26 +54,26 @@ static bool sy__ids_eq(const int32_t *a, size_t na, const int32_t *b, size_t nb)
     return na == nb && !memcmp(a, b, na * sizeof *a);
 }
 
-#define CHECK_IDS(t, text, flags, ...)                                                                       \
-    do {                                                                                                     \
-        static const int32_t exp_[] = {__VA_ARGS__};                                                         \
-        int32_t *ids_;                                                                                       \
-        size_t n_;                                                                                           \
-        sy_err e_ = {{0}};                                                                                   \
-        int rc_ = sy_tokenizer_encode((t), (text), strlen(text), (flags), &ids_, &n_, &e_);                  \
-        CHECK(rc_ == 0);                                                                                     \
-        if (rc_ == 0) {                                                                                      \
-            bool ok_ = sy__ids_eq(ids_, n_, exp_, sizeof exp_ / sizeof *exp_);                               \
-            CHECK(ok_);                                                                                      \
-            if (!ok_) {                                                                                      \
-                sy_tt_print_escaped("  text: ", (text), strlen(text), 200);                                  \
-                sy_tt_print_ids("  expected: ", exp_, sizeof exp_ / sizeof *exp_);                           \
-                sy_tt_print_ids("  got:      ", ids_, n_);                                                   \
-            }                                                                                                \
-            free(ids_);                                                                                      \
-        } else {                                                                                             \
-            fprintf(stderr, "  encode failed: %s\n", e_.msg);                                                \
-        }                                                                                                    \
+#define CHECK_IDS(t, text, flags, ...)                                                                                 \
+    do {                                                                                                               \
+        static const int32_t exp_[] = {__VA_ARGS__};                                                                   \
+        int32_t *ids_;                                                                                                 \
+        size_t n_;                                                                                                     \
+        sy_err e_ = {{0}};                                                                                             \
+        int rc_ = sy_tokenizer_encode((t), (text), strlen(text), (flags), &ids_, &n_, &e_);                            \
+        CHECK(rc_ == 0);                                                                                               \
+        if (rc_ == 0) {                                                                                                \
+            bool ok_ = sy__ids_eq(ids_, n_, exp_, sizeof exp_ / sizeof *exp_);                                         \
+            CHECK(ok_);                                                                                                \
+            if (!ok_) {                                                                                                \
+                sy_tt_print_escaped("  text: ", (text), strlen(text), 200);                                            \
+                sy_tt_print_ids("  expected: ", exp_, sizeof exp_ / sizeof *exp_);                                     \
+                sy_tt_print_ids("  got:      ", ids_, n_);                                                             \
+            }                                                                                                          \
+            free(ids_);                                                                                                \
+        } else {                                                                                                       \
+            fprintf(stderr, "  encode failed: %s\n", e_.msg);                                                          \
+        }                                                                                                              \
     } while (0)
 
 static void sy__check_decode(const sy_tokenizer *t, const int32_t *ids, size_t n, bool skip, const char *exp)
@@ -244,6 +244,16 @@ static void test_spm(void)
     CHECK(sy_tokenizer_bos(t) == 1);
     CHECK_IDS(t, "hi", 0, 263);
     CHECK_IDS(t, "hi", SY_TOK_ADD_SPECIAL, 1, 263);
+    {
+        /* A lone tokenizer.json adds no BOS, but still knows it. */
+        char path[512];
+        sy_tokenizer *t2;
+        snprintf(path, sizeof path, "%s/tokenizer.json", sy__tmp);
+        CHECK(sy_tokenizer_load_file(path, &t2, &e) == 0);
+        CHECK_IDS(t2, "hi", SY_TOK_ADD_SPECIAL, 263);
+        CHECK(sy_tokenizer_bos(t2) == 1);
+        sy_tokenizer_free(t2);
+    }
     CHECK_IDS(t, "", 0);
     CHECK_IDS(t, "", SY_TOK_ADD_SPECIAL, 1);
     /* Characters outside the vocabulary become bytes. */
@@ -449,7 +459,7 @@ static void sy__check_pretok(const char *json, const char *text, bool origin, co
     sy__pretok_free(p);
 }
 
-#define SPLIT(beh, inv) \
+#define SPLIT(beh, inv)                                                                                                \
     "{\"type\": \"Split\", \"pattern\": {\"String\": \"-\"}, \"behavior\": \"" beh "\", \"invert\": " inv "}"
 #define LB "\xE2\x96\x81" /* U+2581 */
 
@@ -465,11 +475,18 @@ static void test_pretokenizers(void)
     sy__check_pretok(SPLIT("MergedWithPrevious", "true"), "-a-b", true, "-a|-b");
     /* \s is White_Space: U+180E (a format character) is not. */
     sy__check_pretok("{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": \"Removed\"}",
-                     "a\xE1\xA0\x8E" "b\xC2\x85" "c\xE3\x80\x80" "d", true, "a\xE1\xA0\x8E" "b|c|d");
+                     "a\xE1\xA0\x8E"
+                     "b\xC2\x85"
+                     "c\xE3\x80\x80"
+                     "d",
+                     true,
+                     "a\xE1\xA0\x8E"
+                     "b|c|d");
     sy__check_pretok("{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(?i:'s)|\\\\p{L}+\"}, \"behavior\": "
                      "\"Isolated\"}",
                      "IT'S", true, "IT|'S");
-    const char *ms = "{\"type\": \"Metaspace\", \"replacement\": \"" LB "\", \"prepend_scheme\": \"%s\", \"split\": %s}";
+    const char *ms =
+        "{\"type\": \"Metaspace\", \"replacement\": \"" LB "\", \"prepend_scheme\": \"%s\", \"split\": %s}";
     char buf[256];
     snprintf(buf, sizeof buf, ms, "always", "true");
     sy__check_pretok(buf, "Hey friend", false, LB "Hey|" LB "friend");
@@ -480,10 +497,11 @@ static void test_pretokenizers(void)
     sy__check_pretok(buf, "Hey friend", false, "Hey|" LB "friend");
     snprintf(buf, sizeof buf, ms, "always", "false");
     sy__check_pretok(buf, "Hey friend", false, LB "Hey" LB "friend");
-    sy__check_pretok("{\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"use_regex\": true}", "Hello world!",
-                     true, "\xC4\xA0Hello|\xC4\xA0world|!");
+    sy__check_pretok("{\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"use_regex\": true}", "Hello world!", true,
+                     "\xC4\xA0Hello|\xC4\xA0world|!");
     sy__check_pretok("{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}", "a b\n", true,
-                     "a\xC4\xA0" "b\xC4\x8A");
+                     "a\xC4\xA0"
+                     "b\xC4\x8A");
     sy__check_pretok("{\"type\": \"Digits\", \"individual_digits\": true}", "a123b", true, "a|1|2|3|b");
     sy__check_pretok("{\"type\": \"Digits\", \"individual_digits\": false}", "a123b", true, "a|123|b");
     sy__check_pretok("{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"WhitespaceSplit\"},"
@@ -535,9 +553,10 @@ static void test_decoders(void)
                       " Hey friend !");
     static const char *const p2[] = {"a ", " b ", " "};
     /* Strip after Fuse acts on the whole text; before it, per token. */
-    sy__check_decoder("{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": "
-                      "\" \", \"start\": 0, \"stop\": 2}]}",
-                      p2, 3, "a  b");
+    sy__check_decoder(
+        "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": "
+        "\" \", \"start\": 0, \"stop\": 2}]}",
+        p2, 3, "a  b");
     sy__check_decoder("{\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 1}", p2, 3, "ab");
     static const char *const p3[] = {"x", "y"};
     sy__check_decoder("null", p3, 2, "x y");
@@ -545,7 +564,8 @@ static void test_decoders(void)
     sy__check_decoder("{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Replace\", "
                       "\"pattern\": {\"String\": \"---\"}, \"content\": \"+\"}]}",
                       p4, 3, "a+bc");
-    static const char *const p5[] = {"\xC4\xA0" "caf", "\xC3\x83", "\xC2\xA9", "<x>"};
+    /* U+0120 (the space byte) followed by "caf" in hex escapes. */
+    static const char *const p5[] = {"\xC4\xA0\x63\x61\x66", "\xC3\x83", "\xC2\xA9", "<x>"};
     sy__check_decoder("{\"type\": \"ByteLevel\"}", p5, 4, " caf\xC3\xA9<x>");
 }
 
@@ -570,20 +590,31 @@ static void test_unicode(void)
     sy__check_norm(SY__NFC, "e\xCC\x81", "\xC3\xA9");
     sy__check_norm(SY__NFD, "\xC3\xA9", "e\xCC\x81");
     sy__check_norm(SY__NFKC, "\xEF\xAC\x81", "fi");
-    sy__check_norm(SY__NFKC, "\xC2\xBD", "1\xE2\x81\x84" "2");
+    sy__check_norm(SY__NFKC, "\xC2\xBD",
+                   "1\xE2\x81\x84"
+                   "2");
     sy__check_norm(SY__NFC, "\xC2\xBD", "\xC2\xBD");
-    sy__check_norm(SY__NFC, "\xE2\x84\xAB", "\xC3\x85");                      /* Angstrom sign */
+    sy__check_norm(SY__NFC, "\xE2\x84\xAB", "\xC3\x85"); /* Angstrom sign */
     sy__check_norm(SY__NFC, "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8", "\xEA\xB0\x81"); /* Hangul LVT */
     sy__check_norm(SY__NFD, "\xEA\xB0\x81", "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8");
     /* Reordering: dot above (230) after dot below (220). */
     sy__check_norm(SY__NFC, "\xE1\xB8\x8B\xCC\xA3", "\xE1\xB8\x8D\xCC\x87");
     sy__check_norm(SY__NFD, "q\xCC\x87\xCC\xA3", "q\xCC\xA3\xCC\x87");
     /* A leading combining mark and invalid bytes pass through. */
-    sy__check_norm(SY__NFC, "\xCC\x81" "a\xFF", "\xCC\x81" "a\xFF");
+    sy__check_norm(SY__NFC,
+                   "\xCC\x81"
+                   "a\xFF",
+                   "\xCC\x81"
+                   "a\xFF");
     sy__check_norm(SY__NFKC, "\xEF\xBC\xA1\xE2\x91\xA0", "A1");
     sy_tok_buf out = {0};
-    CHECK(sy__uni_lowercase("\xC4\xB0\xCE\x91\xCE\xA3 \xC3\x80" "B", 10, &out) == 0);
-    CHECK(out.len == 11 && !memcmp(out.p, "i\xCC\x87\xCE\xB1\xCF\x83 \xC3\xA0" "b", 11));
+    CHECK(sy__uni_lowercase("\xC4\xB0\xCE\x91\xCE\xA3 \xC3\x80"
+                            "B",
+                            10, &out) == 0);
+    CHECK(out.len == 11 && !memcmp(out.p,
+                                   "i\xCC\x87\xCE\xB1\xCF\x83 \xC3\xA0"
+                                   "b",
+                                   11));
     sy__buf_free(&out);
 }
 
@@ -607,5 +638,7 @@ int main(void)
     rmdir(sy__tmp);
     int rc = sy_test_done("test_tokenizer_unit");
     /* Without the shared data the byte-level cases could not run: fail. */
+    if (!shared)
+        fprintf(stderr, "FAIL: the byte-level cases did not run (SY_SHARED_DIR is not set)\n");
     return shared ? rc : 1;
 }

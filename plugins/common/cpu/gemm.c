@@ -20,10 +20,23 @@
 #include "sykconv.h"
 #include "sykern.h"
 
-#define KC 1024   /* k slice: MR weight rows of it fit L1 (16 KB at F32) */
-#define NB 64     /* x rows per block: NB x KC floats = 256 KB, L2-resident */
-#define CJ 16     /* weight rows per sweep in the few-rows order */
-#define FEW 8     /* up to this many x rows, the few-rows order */
+/* Blocking; overridable with -D for tuning runs of tools/bench_kernels. */
+#ifndef SYK_KC
+#define SYK_KC 1024 /* k slice: MR weight rows of it fit L1 (16 KB at F32) */
+#endif
+#ifndef SYK_NB
+#define SYK_NB 128 /* x rows per block: NB x KC floats = 512 KB, L2-resident */
+#endif
+#ifndef SYK_CJ
+#define SYK_CJ 16 /* weight rows per sweep in the few-rows order */
+#endif
+#ifndef SYK_FEW
+#define SYK_FEW 8 /* up to this many x rows, the few-rows order */
+#endif
+#define KC SYK_KC
+#define NB SYK_NB
+#define CJ SYK_CJ
+#define FEW SYK_FEW
 
 static inline float bias_at(const syk_gemm *g, int64_t j)
 {

@@ -68,9 +68,11 @@ INL float red1(__m256 a)
     return _mm_cvtss_f32(red4(a, a, a, a));
 }
 
+/* As in kern_avx512.c: pf, when set, is the next weight group, fetched while this tile computes. */
 INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
-              int accumulate, const int nr, const int mr, const int dt)
+              int accumulate, const char *pf, const int nr, const int mr, const int dt)
 {
+    const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
     __m256 c[NR][8];
 #pragma GCC unroll 8
     for (int i = 0; i < nr; i++)
@@ -83,6 +85,10 @@ INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *ou
 #pragma GCC unroll 8
         for (int j = 0; j < mr; j++)
             wv[j] = load_w(w, j * ldw + kk, dt);
+        if (pf && (kk & 15) == 0) /* one prefetch per 64-byte line at F32, two at 16-bit */
+#pragma GCC unroll 8
+            for (int j = 0; j < mr; j++)
+                _mm_prefetch(pf + ((size_t)j * (size_t)ldw + (size_t)kk) * es, _MM_HINT_T0);
 #pragma GCC unroll 8
         for (int i = 0; i < nr; i++) {
             const __m256 xv = _mm256_loadu_ps(x + i * ldx + kk);
@@ -125,13 +131,14 @@ INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *ou
 }
 
 INL void col_group(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t n,
-                   int64_t k, int accumulate, const int mr, const int dt)
+                   int64_t k, int accumulate, const char *next, const int mr, const int dt)
 {
     int64_t i = 0;
-    for (; i + NR <= n; i += NR)
-        tile(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, accumulate, NR, mr, dt);
+    const char *pf = n > NR ? next : NULL;
+    for (; i + NR <= n; i += NR, pf = NULL)
+        tile(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, accumulate, pf, NR, mr, dt);
     if (i < n)
-        tile(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, accumulate, 1, mr, dt);
+        tile(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, accumulate, pf, 1, mr, dt);
 }
 
 INL void gemm_nt(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t n,
@@ -142,11 +149,11 @@ INL void gemm_nt(const float *x, int64_t ldx, const void *w, int64_t ldw, float 
     int64_t j = 0;
     if (n == 1) /* GEMV: eight weight rows in flight */
         for (; j + 8 <= m; j += 8)
-            tile(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, 1, 8, dt);
+            tile(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, NULL, 1, 8, dt);
     for (; j + MR <= m; j += MR)
-        col_group(x, ldx, WROW(j), ldw, out + j, ldo, n, k, accumulate, MR, dt);
+        col_group(x, ldx, WROW(j), ldw, out + j, ldo, n, k, accumulate, j + 2 * MR <= m ? WROW(j + MR) : NULL, MR, dt);
     for (; j < m; j++)
-        col_group(x, ldx, WROW(j), ldw, out + j, ldo, n, k, accumulate, 1, dt);
+        col_group(x, ldx, WROW(j), ldw, out + j, ldo, n, k, accumulate, NULL, 1, dt);
 #undef WROW
 }
 

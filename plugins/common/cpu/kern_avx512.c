@@ -67,10 +67,15 @@ INL float red1(__m512 a)
     return _mm_cvtss_f32(red4(a, a, a, a));
 }
 
-/* out[i][j] (+)= x_i . w_j for an nr x mr tile over all k. */
+/*
+ * out[i][j] (+)= x_i . w_j for an nr x mr tile over all k. pf, when set, is
+ * the next weight group: fetched into L1 while this tile computes, so the
+ * tiles after it find their weights there instead of waiting on DRAM.
+ */
 INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
-              int accumulate, const int nr, const int mr, const int dt)
+              int accumulate, const char *pf, const int nr, const int mr, const int dt)
 {
+    const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
     __m512 c[NR][8];
 #pragma GCC unroll 8
     for (int i = 0; i < nr; i++)
@@ -83,6 +88,17 @@ INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *ou
 #pragma GCC unroll 8
         for (int j = 0; j < mr; j++)
             wv[j] = load_w(w, j * ldw + kk, dt);
+        if (pf)
+#pragma GCC unroll 8
+            for (int j = 0; j < mr; j++)
+                _mm_prefetch(pf + ((size_t)j * (size_t)ldw + (size_t)kk) * es, _MM_HINT_T0);
+#ifdef SYK_GEMV_PFD
+        /* GEMV: run ahead of the hardware prefetcher on each weight row (one line per 64 bytes). */
+        if (nr == 1 && ((kk * (int64_t)es) & 63) == 0)
+#pragma GCC unroll 8
+            for (int j = 0; j < mr; j++)
+                _mm_prefetch((const char *)w + ((size_t)j * (size_t)ldw + (size_t)kk) * es + SYK_GEMV_PFD, _MM_HINT_T0);
+#endif
 #pragma GCC unroll 8
         for (int i = 0; i < nr; i++) {
             const __m512 xv = _mm512_loadu_ps(x + i * ldx + kk);
@@ -124,21 +140,23 @@ INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *ou
     }
 }
 
-/* One column group (mr weight rows) against all n rows of x. */
+/* One column group (mr weight rows) against all n rows of x; next: the following group, or NULL. */
 INL void col_group(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t n,
-                   int64_t k, int accumulate, const int mr, const int dt)
+                   int64_t k, int accumulate, const char *next, const int mr, const int dt)
 {
     int64_t i = 0;
-    for (; i + NR <= n; i += NR)
-        tile(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, accumulate, NR, mr, dt);
+    /* Prefetch only when several tiles will reuse this group (else the next group streams anyway). */
+    const char *pf = n > NR ? next : NULL;
+    for (; i + NR <= n; i += NR, pf = NULL)
+        tile(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, accumulate, pf, NR, mr, dt);
     const float *xi = x + i * ldx;
     float *oi = out + i * ldo;
     switch (n - i) {
-    case 5: tile(xi, ldx, w, ldw, oi, ldo, k, accumulate, 5, mr, dt); break;
-    case 4: tile(xi, ldx, w, ldw, oi, ldo, k, accumulate, 4, mr, dt); break;
-    case 3: tile(xi, ldx, w, ldw, oi, ldo, k, accumulate, 3, mr, dt); break;
-    case 2: tile(xi, ldx, w, ldw, oi, ldo, k, accumulate, 2, mr, dt); break;
-    case 1: tile(xi, ldx, w, ldw, oi, ldo, k, accumulate, 1, mr, dt); break;
+    case 5: tile(xi, ldx, w, ldw, oi, ldo, k, accumulate, pf, 5, mr, dt); break;
+    case 4: tile(xi, ldx, w, ldw, oi, ldo, k, accumulate, pf, 4, mr, dt); break;
+    case 3: tile(xi, ldx, w, ldw, oi, ldo, k, accumulate, pf, 3, mr, dt); break;
+    case 2: tile(xi, ldx, w, ldw, oi, ldo, k, accumulate, pf, 2, mr, dt); break;
+    case 1: tile(xi, ldx, w, ldw, oi, ldo, k, accumulate, pf, 1, mr, dt); break;
     default: break;
     }
 }
@@ -151,11 +169,11 @@ INL void gemm_nt(const float *x, int64_t ldx, const void *w, int64_t ldw, float 
     int64_t j = 0;
     if (n == 1) /* GEMV: eight weight rows in flight per core for memory-level parallelism */
         for (; j + 8 <= m; j += 8)
-            tile(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, 1, 8, dt);
+            tile(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, NULL, 1, 8, dt);
     for (; j + MR <= m; j += MR)
-        col_group(x, ldx, WROW(j), ldw, out + j, ldo, n, k, accumulate, MR, dt);
+        col_group(x, ldx, WROW(j), ldw, out + j, ldo, n, k, accumulate, j + 2 * MR <= m ? WROW(j + MR) : NULL, MR, dt);
     for (; j < m; j++)
-        col_group(x, ldx, WROW(j), ldw, out + j, ldo, n, k, accumulate, 1, dt);
+        col_group(x, ldx, WROW(j), ldw, out + j, ldo, n, k, accumulate, NULL, 1, dt);
 #undef WROW
 }
 

@@ -1,8 +1,13 @@
 /*
- * The worker pool (see sykpool.h). One job at a time: the caller publishes
- * the job and bumps a generation counter; workers grab chunks from an
- * atomic cursor; the caller works too and then waits for every worker to
- * check in, so the job description is never rewritten under a late reader.
+ * The worker pool (see sykpool.h). One job at a time. The job's generation,
+ * its chunk count and its next chunk index share one atomic word; a worker
+ * claims a chunk with a compare-and-swap on that word, so the check "this
+ * generation, a chunk still left" and the claim are one snapshot. A worker
+ * that wakes late (descheduled, or still asleep) can never claim a chunk of
+ * a newer job, the job's other fields are stable while any of its chunks
+ * is claimed, and the caller waits only for claimed chunks, never for idle
+ * workers to check in. That keeps a job cheap even when the machine is
+ * oversubscribed.
  */
 #include "config.h"
 
@@ -27,6 +32,10 @@
 
 /* Fields written by workers each job sit on their own cache lines. */
 #define CACHELINE 64
+#define GEN(w) ((uint32_t)((w) >> 32))
+#define NCH(w) ((uint32_t)((w) >> 16) & 0xffffu)
+#define IDX(w) ((uint32_t)(w)&0xffffu)
+#define MAX_CHUNKS 0xffff
 
 struct syk_pool {
     int n;       /* workers including the caller */
@@ -36,17 +45,17 @@ struct syk_pool {
     pthread_cond_t cv;
     int mu_ok, cv_ok;
 
-    /* The job, written by the caller before gen is bumped. */
+    /* The job, written by the caller before the generation is published;
+     * read by a worker only after it claimed a chunk of that generation. */
     sy_range_fn fn;
     void *arg;
-    int64_t n_items, chunk, n_chunks;
+    int64_t n_items, chunk;
 
-    _Alignas(CACHELINE) atomic_uint_fast64_t gen;
+    _Alignas(CACHELINE) atomic_uint_fast64_t word; /* generation << 32 | chunks << 16 | next chunk */
     atomic_int stop;
     atomic_int sleepers;
-    _Alignas(CACHELINE) atomic_int_fast64_t next; /* next chunk to hand out */
-    _Alignas(CACHELINE) atomic_int done;          /* workers done with this gen */
-    _Alignas(CACHELINE) atomic_int busy;          /* a caller owns the pool */
+    _Alignas(CACHELINE) atomic_int_fast64_t completed; /* chunks finished in this generation */
+    _Alignas(CACHELINE) atomic_int busy;               /* a caller owns the pool */
 };
 
 typedef struct worker_arg {
@@ -75,38 +84,44 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void do_chunks(syk_pool *p, int worker)
+/* Claims and runs chunks of generation gen until none is left. */
+static void run_chunks(syk_pool *p, uint32_t gen, int worker)
 {
-    const int64_t n_chunks = p->n_chunks;
     for (;;) {
-        const int64_t c = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (c >= n_chunks)
+        uint64_t w = atomic_load_explicit(&p->word, memory_order_acquire);
+        if (GEN(w) != gen || IDX(w) >= NCH(w))
             return;
-        const int64_t b = c * p->chunk;
+        if (!atomic_compare_exchange_weak_explicit(&p->word, &w, w + 1, memory_order_acquire, memory_order_relaxed))
+            continue;
+        const int64_t b = (int64_t)IDX(w) * p->chunk;
         const int64_t e = b + p->chunk < p->n_items ? b + p->chunk : p->n_items;
         p->fn(p->arg, b, e, worker);
+        atomic_fetch_add_explicit(&p->completed, 1, memory_order_release);
     }
 }
 
-/* Waits until gen moves past seen; returns the new gen, or 0 on stop. */
-static uint64_t wait_job(syk_pool *p, uint64_t seen)
+/* Waits until the generation moves past seen; returns it, or 0 on stop. */
+static uint32_t wait_job(syk_pool *p, uint32_t seen)
 {
     const int64_t until = now_us() + p->spin_us;
     for (unsigned i = 1;; i++) {
-        const uint64_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        const uint32_t g = GEN(atomic_load_explicit(&p->word, memory_order_acquire));
         if (g != seen)
             return g;
         if (atomic_load_explicit(&p->stop, memory_order_relaxed))
             return 0;
         CPU_RELAX();
-        if ((i & 255) == 0 && now_us() >= until)
-            break;
+        if ((i & 255) == 0) {
+            if (now_us() >= until)
+                break;
+            sched_yield(); /* cheap when idle; lets the caller run when the cores are oversubscribed */
+        }
     }
     pthread_mutex_lock(&p->mu);
-    /* seq_cst pairs with the caller's bump-then-check in syk_pool_run (no lost wake-up). */
+    /* seq_cst pairs with the caller's publish-then-check in syk_pool_run (no lost wake-up). */
     atomic_fetch_add(&p->sleepers, 1);
-    uint64_t g;
-    while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop))
+    uint32_t g;
+    while ((g = GEN(atomic_load(&p->word))) == seen && !atomic_load(&p->stop))
         pthread_cond_wait(&p->cv, &p->mu);
     atomic_fetch_sub(&p->sleepers, 1);
     pthread_mutex_unlock(&p->mu);
@@ -118,14 +133,13 @@ static void *worker_main(void *a)
     worker_arg wa = *(worker_arg *)a;
     free(a);
     syk_pool *p = wa.pool;
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-        const uint64_t g = wait_job(p, seen);
+        const uint32_t g = wait_job(p, seen);
         if (!g)
             break;
         seen = g;
-        do_chunks(p, wa.id);
-        atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel);
+        run_chunks(p, g, wa.id);
     }
     return NULL;
 }
@@ -152,26 +166,28 @@ void syk_pool_run(void *pool, int64_t n, int64_t grain, sy_range_fn fn, void *ar
     int64_t chunk = (n + (int64_t)p->n * 4 - 1) / ((int64_t)p->n * 4);
     if (chunk < grain)
         chunk = grain;
+    if ((n + chunk - 1) / chunk > MAX_CHUNKS)
+        chunk = (n + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    const int64_t n_chunks = (n + chunk - 1) / chunk;
     p->fn = fn;
     p->arg = arg;
     p->n_items = n;
     p->chunk = chunk;
-    p->n_chunks = (n + chunk - 1) / chunk;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    atomic_fetch_add(&p->gen, 1); /* seq_cst: publishes the job */
+    atomic_store_explicit(&p->completed, 0, memory_order_relaxed);
+    uint32_t gen = GEN(atomic_load_explicit(&p->word, memory_order_relaxed)) + 1;
+    if (gen == 0) /* 0 means "no job yet" to a fresh worker */
+        gen = 1;
+    atomic_store(&p->word, (uint64_t)gen << 32 | (uint64_t)n_chunks << 16); /* seq_cst: publishes the job */
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
-    do_chunks(p, 0);
-    const int others = p->n - 1;
-    for (unsigned i = 1; atomic_load_explicit(&p->done, memory_order_acquire) < others; i++) {
+    run_chunks(p, gen, 0);
+    for (unsigned i = 1; atomic_load_explicit(&p->completed, memory_order_acquire) < n_chunks; i++) {
         CPU_RELAX();
-        /* A worker descheduled by another process: give it the core. */
-        if ((i & 4095) == 0)
-            sched_yield();
+        if ((i & 1023) == 0)
+            sched_yield(); /* a worker holding a chunk was descheduled: give it the core */
     }
     atomic_store_explicit(&p->busy, 0, memory_order_release);
 }
@@ -187,11 +203,10 @@ int syk_pool_create(int n_threads, int spin_us, syk_pool **out, sy_err *err)
     memset(p, 0, sizeof *p);
     p->n = 1;
     p->spin_us = spin_us < 0 ? 0 : spin_us;
-    atomic_init(&p->gen, 0);
+    atomic_init(&p->word, 0);
     atomic_init(&p->stop, 0);
     atomic_init(&p->sleepers, 0);
-    atomic_init(&p->next, 0);
-    atomic_init(&p->done, 0);
+    atomic_init(&p->completed, 0);
     atomic_init(&p->busy, 0);
     if (pthread_mutex_init(&p->mu, NULL) == 0)
         p->mu_ok = 1;

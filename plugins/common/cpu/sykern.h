@@ -69,8 +69,9 @@ typedef void (*syk_gemm_nt_fn)(const float *x, int64_t ldx, const void *w, int64
 typedef void (*syk_gemm_nn_acc_fn)(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda,
                                    int64_t n, int64_t npos, int64_t dv);
 /*
- * y[i] = exp(x[i]) for softmax: within 2 ulp of expf on [-87, 88]; 0 below
- * (exp(-inf) = 0), saturated at e^88 above; NaN stays NaN. y may alias x.
+ * y[i] = exp(x[i]) for softmax: within 3 ulp of exp on [-87, 88]; below,
+ * 0 or a subnormal (exp(-inf) = 0); above, saturated at e^88; NaN stays
+ * NaN. y may alias x.
  */
 typedef void (*syk_vexp_fn)(float *y, const float *x, int64_t n);
 
