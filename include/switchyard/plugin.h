@@ -192,6 +192,99 @@ static inline sy_tensor sy_tensor_2d(void *data, sy_dtype dt, int64_t rows, int6
     return t;
 }
 
+/* ------------------------------------------------------- serving (frontends) */
+
+/*
+ * What a frontend submits: token ids (from host->serving->tokenize or
+ * apply_chat_template) and the sampling and stopping rules. The host copies
+ * everything it needs before submit() returns.
+ */
+typedef struct sy_request {
+    uint32_t struct_size;
+    const int32_t *prompt_ids;
+    size_t n_prompt;
+    int32_t max_tokens;     /* >= 1; the host clamps to the context left */
+    int32_t min_tokens;     /* EOS and stop ids are ignored before this many */
+    float temperature;      /* 0: greedy */
+    float top_p;            /* (0, 1] */
+    int32_t top_k;          /* 0: off */
+    float min_p;            /* [0, 1) */
+    float frequency_penalty; /* [-2, 2] */
+    float presence_penalty;  /* [-2, 2] */
+    float repetition_penalty; /* > 0; 1: off */
+    uint64_t seed;
+    int32_t has_seed;       /* 0: the host picks one */
+    const int32_t *stop_ids; /* extra ids that end generation */
+    size_t n_stop_ids;
+    const char *const *stop_strings; /* text that ends generation (not emitted) */
+    size_t n_stop_strings;
+    int32_t ignore_eos;
+    int32_t skip_special;   /* leave special tokens out of the text (default 1) */
+    int32_t top_logprobs;   /* -1: no logprobs; 0..20: logprob of the chosen token and this many alternatives */
+    int32_t reasoning;      /* 1: text inside <think>...</think> goes to reasoning events */
+    /* Called on the engine thread for every event of the request, in order.
+     * It must not block: copy what it needs, queue it, wake the I/O thread. */
+    void (*on_event)(void *user, const struct sy_event *ev);
+    void *user;
+} sy_request;
+
+typedef enum sy_event_type {
+    SY_EV_TEXT = 0,  /* new text (and its tokens) */
+    SY_EV_DONE = 1,  /* finished; finish_reason and usage are set; last event */
+    SY_EV_ERROR = 2  /* failed; error and status are set; last event */
+} sy_event_type;
+
+typedef struct sy_event {
+    uint32_t struct_size;
+    int32_t type;            /* sy_event_type */
+    uint64_t request_id;
+    const char *text;        /* UTF-8, never half a character; may be empty */
+    size_t text_len;
+    const char *reasoning;   /* reasoning text (request.reasoning), may be empty */
+    size_t reasoning_len;
+    const int32_t *tokens;   /* the tokens behind this event */
+    const float *logprobs;   /* their log-probabilities (top_logprobs >= 0) */
+    size_t n_tokens;
+    const int32_t *top_ids;  /* n_tokens x n_top alternatives, row-major */
+    const float *top_logprobs;
+    int32_t n_top;
+    const char *finish_reason; /* DONE: "stop" or "length" ("abort" when cancelled) */
+    int32_t prompt_tokens, completion_tokens, cached_tokens;
+    const char *error;       /* ERROR: one line */
+    int32_t status;          /* ERROR: an HTTP-like status (400, 429, 500, 503) */
+} sy_event;
+
+typedef struct sy_model_info {
+    uint32_t struct_size;
+    const char *id;          /* the served model's name */
+    int32_t max_seq_len;
+    int32_t vocab;
+    int64_t created;         /* unix time the model was loaded */
+} sy_model_info;
+
+/* Services for frontend plugins, reached through host->serving. */
+typedef struct sy_serving_api {
+    uint32_t struct_size;
+    /* Queues a request; *id names it. SY_ERR_UNAVAILABLE: the waiting queue is
+     * full (answer 429); SY_ERR_INVALID: the request is bad (err says which field). */
+    int (*submit)(void *ctx, const sy_request *req, uint64_t *id, sy_err *err);
+    /* Ends a request early (client gone); its KV blocks are freed within one
+     * step and it gets a DONE event with finish_reason "abort". Unknown ids are ignored. */
+    void (*cancel)(void *ctx, uint64_t id);
+    /* *ids is allocated with host->alloc; free it with host->free. */
+    int (*tokenize)(void *ctx, const char *text, size_t len, int add_special, int32_t **ids, size_t *n, sy_err *err);
+    int (*detokenize)(void *ctx, const int32_t *ids, size_t n, char **text, size_t *len, sy_err *err);
+    /* Renders the model's chat template. messages/tools/kwargs are JSON texts
+     * (tools and kwargs may be NULL). *out is allocated with host->alloc. */
+    int (*apply_chat_template)(void *ctx, const char *messages_json, const char *tools_json, int add_generation_prompt,
+                               const char *kwargs_json, char **out, size_t *len, sy_err *err);
+    int (*model_info)(void *ctx, sy_model_info *out);
+    /* 1 when ready to serve, 0 while loading or draining. */
+    int (*ready)(void *ctx);
+    /* Prometheus text exposition; *out allocated with host->alloc. */
+    int (*metrics_text)(void *ctx, char **out, size_t *len, sy_err *err);
+} sy_serving_api;
+
 /* ------------------------------------------------------------ host table */
 
 typedef enum sy_log_level {
@@ -233,6 +326,10 @@ typedef struct sy_host {
 
     /* Adds v to the named counter in the host's metrics (created on first use). */
     void (*metric_add)(void *ctx, const char *name, double v);
+
+    /* Serving services for frontend plugins; NULL when the host serves
+     * nothing (generate, benchmarks). */
+    const sy_serving_api *serving;
 } sy_host;
 
 static inline void sy_logf(const sy_host *h, sy_log_level lvl, const char *plugin, const char *fmt, ...) SY__PRINTF(4, 5);
