@@ -6,3 +6,6 @@ include $(srcdir)/tests/plugin.mk
 include $(srcdir)/tests/cpu.mk
 include $(srcdir)/tests/ref.mk
 include $(srcdir)/tests/engine.mk
+include $(srcdir)/tests/serve.mk
+include $(srcdir)/tests/frontend.mk
+include $(srcdir)/tests/chat.mk

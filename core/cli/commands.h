@@ -4,5 +4,6 @@
 
 int sy_cmd_generate(int argc, char **argv);
 int sy_cmd_plugins(int argc, char **argv);
+int sy_cmd_serve(int argc, char **argv);
 
 #endif

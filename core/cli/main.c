@@ -13,6 +13,7 @@ static void usage(FILE *f)
             "commands:\n"
             "  generate   generate text from a prompt (streams to stdout)\n"
             "  plugins    list the plugins found, with probe scores or why they cannot run\n"
+            "  serve      serve the model through the configured frontends (OpenAI API over HTTP)\n"
             "  --version  print the version\n"
             "Run `switchyard COMMAND --help` for a command's options.\n");
 }
@@ -34,6 +35,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "generate") == 0)
         return sy_cmd_generate(argc - 1, argv + 1);
+    if (strcmp(cmd, "serve") == 0)
+        return sy_cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "plugins") == 0)
         return sy_cmd_plugins(argc - 1, argv + 1);
     fprintf(stderr, "switchyard: unknown command \"%s\"\n", cmd);

@@ -24,6 +24,9 @@ static const sy_key_decl scheduler_keys[] = {
     {"max_batch_tokens", SY_KEY_INT, "2048", "tokens in one engine step (bounds chunked prefill)", 1, 1 << 20, NULL},
     {"kv_block_size", SY_KEY_INT, "16", "tokens per paged-KV block", 1, 1024, NULL},
     {"kv_cache_size", SY_KEY_SIZE, "256M", "memory for the paged KV cache (all layers, K and V)", 1, 0, NULL},
+    {"max_waiting", SY_KEY_INT, "1024", "requests queued beyond the running ones; more are refused (serve)", 1, 1 << 20,
+     NULL},
+    {"drain_timeout", SY_KEY_FLOAT, "30", "seconds serve waits for in-flight requests on SIGINT/SIGTERM", 0, 86400, NULL},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 

@@ -185,3 +185,24 @@ float sy_logprob(const float *logits, int32_t vocab, int32_t id)
         sum += exp((double)logits[i] - mx);
     return (float)((double)logits[id] - mx - log(sum));
 }
+
+void sy_apply_penalties(float *logits, int32_t *counts, const int32_t *tokens, int32_t n, float frequency,
+                        float presence, float repetition)
+{
+    /* Counting first, then one pass over the distinct tokens: each token is
+     * penalised once however often it occurs. */
+    for (int32_t i = 0; i < n; i++)
+        counts[tokens[i]]++;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t t = tokens[i];
+        const int32_t c = counts[t];
+        if (c == 0)
+            continue; /* already done */
+        float x = logits[t];
+        if (repetition != 1.0f)
+            x = x > 0.0f ? x / repetition : x * repetition;
+        x -= frequency * (float)c + presence;
+        logits[t] = x;
+        counts[t] = 0;
+    }
+}

@@ -36,6 +36,16 @@ int sy_sampler_init(sy_sampler *s, const sy_sampling *p, int32_t vocab, sy_err *
 void sy_sampler_fini(sy_sampler *s);
 /* Picks the next token from vocab logits (not modified). */
 int32_t sy_sampler_next(sy_sampler *s, const float *logits);
+/*
+ * Penalises tokens already generated, in place on logits (vocab floats):
+ * OpenAI's frequency (times the count) and presence (once) penalties are
+ * subtracted; the repetition penalty (CTRL, as Hugging Face and vLLM apply
+ * it) divides a positive logit and multiplies a negative one. counts[vocab]
+ * is caller scratch holding each token's count among tokens[0..n); it must
+ * be all zero on entry and is all zero again on return.
+ */
+void sy_apply_penalties(float *logits, int32_t *counts, const int32_t *tokens, int32_t n, float frequency,
+                        float presence, float repetition);
 /* log-softmax of logits[id] (for logprobs and tests). */
 float sy_logprob(const float *logits, int32_t vocab, int32_t id);
 

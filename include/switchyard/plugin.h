@@ -194,6 +194,10 @@ static inline sy_tensor sy_tensor_2d(void *data, sy_dtype dt, int64_t rows, int6
 
 /* ------------------------------------------------------- serving (frontends) */
 
+/* Declared before sy_request, whose on_event takes it: a tag first seen in a
+ * parameter list would name a different, invisible type. */
+struct sy_event;
+
 /*
  * What a frontend submits: token ids (from host->serving->tokenize or
  * apply_chat_template) and the sampling and stopping rules. The host copies

@@ -1,0 +1,42 @@
+/*
+ * Serving metrics: counters, gauges and latency histograms, written by the
+ * engine thread and read by frontends (GET /metrics) on theirs, hence the
+ * lock. Rendered in the Prometheus text exposition format.
+ */
+#ifndef SY_SERVE_METRICS_H
+#define SY_SERVE_METRICS_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "serve/text_filter.h"
+
+#define SY_HIST_MAX_BUCKETS 24
+
+typedef struct sy_hist {
+    const double *bounds; /* upper bounds in seconds, ascending */
+    int n_bounds;
+    uint64_t counts[SY_HIST_MAX_BUCKETS]; /* per bucket (not cumulative); [n_bounds] is +Inf */
+    double sum;
+    uint64_t n;
+} sy_hist;
+
+typedef struct sy_serve_metrics {
+    pthread_mutex_t lock;
+    /* Gauges, set after each step. */
+    int64_t running, waiting, kv_used, kv_total, kv_cached;
+    /* Counters. */
+    uint64_t prompt_tokens, generation_tokens, cached_tokens, preemptions, steps;
+    uint64_t requests_ok, requests_aborted, requests_failed;
+    sy_hist ttft, tpot, e2e;
+} sy_serve_metrics;
+
+void sy_serve_metrics_init(sy_serve_metrics *m);
+void sy_serve_metrics_fini(sy_serve_metrics *m);
+/* Caller holds m->lock. */
+void sy_hist_observe(sy_hist *h, double v);
+/* Renders the exposition text; 0, or -1 when out of memory. */
+int sy_serve_metrics_render(sy_serve_metrics *m, const char *model, sy_buf *out);
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * One request inside the core: its tokens (prompt, then what it generated),
+ * its KV blocks, and its output state (sampler, detokeniser, stop and
+ * reasoning filter). Made on the submitting thread, then owned by the
+ * engine thread until it finishes.
+ */
+#ifndef SY_SEQ_H
+#define SY_SEQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "serve/text_filter.h"
+
+typedef struct sy_seq {
+    uint64_t id;
+    uint64_t order; /* arrival: FCFS order, and who is youngest when preempting */
+    struct sy_seq *prev, *next;
+
+    /* Prompt followed by the generated tokens. */
+    int32_t *tokens;
+    int32_t n_tokens, cap_tokens, n_prompt;
+    /* Tokens whose K/V are in blocks; the rest are fed in the next steps. */
+    int32_t n_computed;
+    int32_t *blocks;
+    int32_t n_blocks, cap_blocks;
+    /* Hash-chain keys of the leading full blocks (valid across preemption: they hash tokens, not blocks). */
+    uint64_t *hashes;
+    int32_t n_hashed;
+    int32_t n_registered; /* leading blocks offered to the prefix cache (reset when blocks are dropped) */
+    int32_t cached_tokens; /* prompt tokens found in the prefix cache */
+    int32_t n_preempted;
+    int32_t step_tokens; /* tokens this seq carries in the step being built */
+    bool running;
+
+    /* The request's rules (copied at submit). */
+    int32_t max_tokens, min_tokens, top_logprobs;
+    float frequency_penalty, presence_penalty, repetition_penalty;
+    int32_t *stop_ids;
+    size_t n_stop_ids;
+    bool ignore_eos;
+    void (*on_event)(void *user, const struct sy_event *ev);
+    void *user;
+
+    /* Output state. */
+    sy_sampler sampler;
+    int32_t *pen_counts; /* [vocab] scratch when a penalty is on */
+    sy_detok *detok;
+    sy_text_filter filter;
+    sy_buf content, reasoning;
+    int32_t n_generated;
+
+    /* Timing (sy_now seconds) for the latency histograms. */
+    double t_arrival, t_first, t_last;
+} sy_seq;
+
+/* What output processing needs from the engine, built once per scheduler. */
+typedef struct sy_out_ctx {
+    const sy_tokenizer *tok;
+    int32_t vocab;
+    int32_t max_seq_len;
+    int32_t *eos;
+    size_t n_eos;
+    float *work;       /* [vocab] logits after penalties and masks */
+    int32_t *top_ids;  /* [20] */
+    float *top_lps;    /* [20] */
+} sy_out_ctx;
+
+/*
+ * Validates req against the engine and copies it. Errors: SY_ERR_INVALID
+ * naming the field, SY_ERR_NOMEM.
+ */
+int sy_seq_new(const sy_request *req, sy_engine *e, uint64_t id, sy_seq **out, sy_err *err);
+void sy_seq_free(sy_seq *s);
+
+int sy_out_ctx_init(sy_out_ctx *o, sy_engine *e, sy_err *err);
+void sy_out_ctx_fini(sy_out_ctx *o);
+
+/*
+ * Takes the logits after the sequence's last token: samples, appends the
+ * token, emits its TEXT event and, when finished, the DONE event. Returns
+ * 1 when the sequence finished, 0 to go on, or an sy_status (< 0) on
+ * failure (the caller then fails the request).
+ */
+int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err);
+/* Sends the final event of a request that did not finish by itself. */
+void sy_seq_emit_done(sy_seq *s, const char *finish_reason);
+void sy_seq_emit_error(sy_seq *s, int status, const char *msg);
+
+#endif

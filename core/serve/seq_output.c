@@ -1,0 +1,352 @@
+/*
+ * Per-request work on the engine thread: sampling with the request's
+ * penalties and seed, stop ids and EOS, stop strings, max_tokens and the
+ * context limit, incremental detokenisation, logprobs, the reasoning split,
+ * and the events. Also the request's validation and copy at submit.
+ */
+#include "config.h"
+
+#include "serve/seq.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SY_MAX_TOP_LOGPROBS 20
+
+static int invalid(sy_err *err, const char *field, const char *why)
+{
+    return sy_err_set(err, SY_ERR_INVALID, "%s: %s", field, why);
+}
+
+static int validate(const sy_request *r, sy_engine *e, sy_err *err)
+{
+    char why[160];
+    const int32_t vocab = sy_engine_model_config(e)->vocab;
+    const int32_t ctx = sy_engine_max_seq_len(e);
+    if (!r || r->struct_size < offsetof(sy_request, user) + sizeof(void *))
+        return sy_err_set(err, SY_ERR_INVALID, "request: struct_size %u is smaller than this host's sy_request",
+                          r ? r->struct_size : 0);
+    if (!r->on_event)
+        return invalid(err, "on_event", "a request needs an event callback");
+    if (!r->prompt_ids || r->n_prompt == 0)
+        return invalid(err, "prompt", "the prompt is empty: generation needs at least one token");
+    if (r->n_prompt >= (size_t)ctx) {
+        snprintf(why, sizeof why, "the prompt has %zu tokens; the model's context is %d (prompt plus at least one new token)",
+                 r->n_prompt, ctx);
+        return invalid(err, "prompt", why);
+    }
+    for (size_t i = 0; i < r->n_prompt; i++)
+        if (r->prompt_ids[i] < 0 || r->prompt_ids[i] >= vocab) {
+            snprintf(why, sizeof why, "token id %d at %zu is outside the vocabulary [0, %d)", r->prompt_ids[i], i, vocab);
+            return invalid(err, "prompt", why);
+        }
+    if (r->max_tokens < 1) {
+        snprintf(why, sizeof why, "must be at least 1, found %d", r->max_tokens);
+        return invalid(err, "max_tokens", why);
+    }
+    if (r->min_tokens < 0) {
+        snprintf(why, sizeof why, "must be >= 0, found %d", r->min_tokens);
+        return invalid(err, "min_tokens", why);
+    }
+#define RANGE(field, ok, range)                                                                    \
+    if (!(ok)) {                                                                                   \
+        snprintf(why, sizeof why, "must be in %s, found %g", range, (double)r->field);             \
+        return invalid(err, #field, why);                                                          \
+    }
+    RANGE(temperature, r->temperature >= 0.0f && r->temperature <= 100.0f, "[0, 100]");
+    RANGE(top_p, r->top_p > 0.0f && r->top_p <= 1.0f, "(0, 1]");
+    RANGE(top_k, r->top_k >= 0, "[0, vocab] (0: off)");
+    RANGE(min_p, r->min_p >= 0.0f && r->min_p < 1.0f, "[0, 1)");
+    RANGE(frequency_penalty, r->frequency_penalty >= -2.0f && r->frequency_penalty <= 2.0f, "[-2, 2]");
+    RANGE(presence_penalty, r->presence_penalty >= -2.0f && r->presence_penalty <= 2.0f, "[-2, 2]");
+    RANGE(repetition_penalty, r->repetition_penalty > 0.0f && r->repetition_penalty <= 100.0f, "(0, 100]");
+    RANGE(top_logprobs, r->top_logprobs >= -1 && r->top_logprobs <= SY_MAX_TOP_LOGPROBS, "[-1, 20] (-1: none)");
+#undef RANGE
+    if (r->n_stop_ids && !r->stop_ids)
+        return invalid(err, "stop_token_ids", "n_stop_ids is set but stop_ids is NULL");
+    for (size_t i = 0; i < r->n_stop_ids; i++)
+        if (r->stop_ids[i] < 0 || r->stop_ids[i] >= vocab) {
+            snprintf(why, sizeof why, "token id %d is outside the vocabulary [0, %d)", r->stop_ids[i], vocab);
+            return invalid(err, "stop_token_ids", why);
+        }
+    if (r->n_stop_strings && !r->stop_strings)
+        return invalid(err, "stop", "n_stop_strings is set but stop_strings is NULL");
+    for (size_t i = 0; i < r->n_stop_strings; i++)
+        if (!r->stop_strings[i])
+            return invalid(err, "stop", "a stop string is NULL");
+    return SY_OK;
+}
+
+/* A seed per request when the client gave none: distinct requests draw differently. */
+static uint64_t pick_seed(uint64_t id)
+{
+    uint64_t x = id * 0x9e3779b97f4a7c15ull ^ (uint64_t)(sy_now() * 1e9);
+    x ^= x >> 31;
+    return x * 0xbf58476d1ce4e5b9ull;
+}
+
+int sy_seq_new(const sy_request *r, sy_engine *e, uint64_t id, sy_seq **out, sy_err *err)
+{
+    *out = NULL;
+    int rc = validate(r, e, err);
+    if (rc)
+        return rc;
+    const int32_t vocab = sy_engine_model_config(e)->vocab;
+    const int32_t ctx = sy_engine_max_seq_len(e);
+    sy_seq *s = calloc(1, sizeof *s);
+    if (!s)
+        return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate a request");
+    s->id = id;
+    s->n_prompt = (int32_t)r->n_prompt;
+    s->max_tokens = r->max_tokens < ctx - s->n_prompt ? r->max_tokens : ctx - s->n_prompt;
+    s->min_tokens = r->min_tokens < s->max_tokens ? r->min_tokens : s->max_tokens;
+    s->top_logprobs = r->top_logprobs;
+    s->frequency_penalty = r->frequency_penalty;
+    s->presence_penalty = r->presence_penalty;
+    s->repetition_penalty = r->repetition_penalty;
+    s->ignore_eos = r->ignore_eos != 0;
+    s->on_event = r->on_event;
+    s->user = r->user;
+    s->cap_tokens = s->n_prompt + s->max_tokens;
+    s->tokens = malloc(sizeof(int32_t) * (size_t)s->cap_tokens);
+    s->cap_blocks = sy_kv_blocks_for(sy_engine_kv(e), s->cap_tokens);
+    s->blocks = malloc(sizeof(int32_t) * (size_t)s->cap_blocks);
+    s->hashes = malloc(sizeof(uint64_t) * (size_t)s->cap_blocks);
+    if (r->n_stop_ids)
+        s->stop_ids = malloc(sizeof(int32_t) * r->n_stop_ids);
+    if (!s->tokens || !s->blocks || !s->hashes || (r->n_stop_ids && !s->stop_ids))
+        goto nomem;
+    memcpy(s->tokens, r->prompt_ids, sizeof(int32_t) * r->n_prompt);
+    s->n_tokens = s->n_prompt;
+    if (r->n_stop_ids)
+        memcpy(s->stop_ids, r->stop_ids, sizeof(int32_t) * r->n_stop_ids);
+    s->n_stop_ids = r->n_stop_ids;
+    if (s->frequency_penalty != 0.0f || s->presence_penalty != 0.0f || s->repetition_penalty != 1.0f)
+        if (!(s->pen_counts = calloc((size_t)vocab, sizeof(int32_t))))
+            goto nomem;
+
+    sy_sampling sp = {.temperature = r->temperature,
+                      .top_p = r->top_p,
+                      .top_k = r->top_k > vocab ? vocab : r->top_k,
+                      .min_p = r->min_p,
+                      .seed = r->has_seed ? r->seed : pick_seed(id)};
+    if ((rc = sy_sampler_init(&s->sampler, &sp, vocab, err)))
+        goto fail;
+    const sy_tokenizer *tok = sy_engine_tokenizer(e);
+    if (!(s->detok = sy_detok_new_after(tok, s->tokens, (size_t)s->n_prompt, r->skip_special != 0)))
+        goto nomem;
+    /* A template may open <think> in the prompt itself: then the output starts as reasoning. */
+    bool in_think = false;
+    if (r->reasoning) {
+        char *text = NULL;
+        size_t len = 0;
+        if (sy_tokenizer_decode(tok, s->tokens, (size_t)s->n_prompt, false, &text, &len, err) == SY_OK)
+            in_think = sy_text_ends_in_think(text, len);
+        free(text);
+    }
+    if (sy_text_filter_init(&s->filter, r->stop_strings, r->n_stop_strings, r->reasoning != 0, in_think))
+        goto nomem;
+    s->t_arrival = sy_now();
+    *out = s;
+    return SY_OK;
+nomem:
+    rc = sy_err_set(err, SY_ERR_NOMEM, "cannot allocate request state (%d tokens)", s->cap_tokens);
+fail:
+    sy_seq_free(s);
+    return rc;
+}
+
+void sy_seq_free(sy_seq *s)
+{
+    if (!s)
+        return;
+    free(s->tokens);
+    free(s->blocks);
+    free(s->hashes);
+    free(s->stop_ids);
+    free(s->pen_counts);
+    sy_sampler_fini(&s->sampler);
+    sy_detok_free(s->detok);
+    sy_text_filter_fini(&s->filter);
+    sy_buf_free(&s->content);
+    sy_buf_free(&s->reasoning);
+    free(s);
+}
+
+int sy_out_ctx_init(sy_out_ctx *o, sy_engine *e, sy_err *err)
+{
+    memset(o, 0, sizeof *o);
+    const sy_model_config *c = sy_engine_model_config(e);
+    o->tok = sy_engine_tokenizer(e);
+    o->vocab = c->vocab;
+    o->max_seq_len = sy_engine_max_seq_len(e);
+    const int32_t *tids = NULL;
+    size_t nt = sy_tokenizer_eos(o->tok, &tids);
+    o->eos = malloc(sizeof(int32_t) * ((size_t)c->n_eos + nt + 1));
+    o->work = malloc(sizeof(float) * (size_t)c->vocab);
+    o->top_ids = malloc(sizeof(int32_t) * SY_MAX_TOP_LOGPROBS);
+    o->top_lps = malloc(sizeof(float) * SY_MAX_TOP_LOGPROBS);
+    if (!o->eos || !o->work || !o->top_ids || !o->top_lps) {
+        sy_out_ctx_fini(o);
+        return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate output scratch for vocab %d", c->vocab);
+    }
+    for (int32_t i = 0; i < c->n_eos; i++)
+        o->eos[o->n_eos++] = c->eos_ids[i];
+    for (size_t i = 0; i < nt; i++)
+        o->eos[o->n_eos++] = tids[i];
+    return SY_OK;
+}
+
+void sy_out_ctx_fini(sy_out_ctx *o)
+{
+    free(o->eos);
+    free(o->work);
+    free(o->top_ids);
+    free(o->top_lps);
+    memset(o, 0, sizeof *o);
+}
+
+static bool in_list(const int32_t *ids, size_t n, int32_t t)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == t)
+            return true;
+    return false;
+}
+
+static void base_event(const sy_seq *s, sy_event *ev, int type)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->struct_size = sizeof *ev;
+    ev->type = type;
+    ev->request_id = s->id;
+    ev->text = "";
+    ev->reasoning = "";
+    ev->prompt_tokens = s->n_prompt;
+    ev->completion_tokens = s->n_generated;
+    ev->cached_tokens = s->cached_tokens;
+}
+
+void sy_seq_emit_done(sy_seq *s, const char *finish_reason)
+{
+    sy_event ev;
+    base_event(s, &ev, SY_EV_DONE);
+    ev.finish_reason = finish_reason;
+    s->on_event(s->user, &ev);
+}
+
+void sy_seq_emit_error(sy_seq *s, int status, const char *msg)
+{
+    sy_event ev;
+    base_event(s, &ev, SY_EV_ERROR);
+    ev.error = msg;
+    ev.status = status;
+    s->on_event(s->user, &ev);
+}
+
+/* log-softmax of the raw logits: the chosen token's and the n best, best first (lowest id wins a tie). */
+static float logprobs(const float *x, int32_t V, int32_t chosen, int32_t n, int32_t *ids, float *lps)
+{
+    float mx = x[0];
+    for (int32_t i = 1; i < V; i++)
+        if (x[i] > mx)
+            mx = x[i];
+    double sum = 0.0;
+    for (int32_t i = 0; i < V; i++)
+        sum += exp((double)x[i] - mx);
+    const double lse = mx + log(sum);
+    int32_t k = 0;
+    for (int32_t i = 0; i < V && n > 0; i++) {
+        if (k == n && x[i] <= x[ids[k - 1]])
+            continue;
+        int32_t j = k < n ? k++ : n - 1;
+        while (j > 0 && x[ids[j - 1]] < x[i]) {
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        ids[j] = i;
+    }
+    for (int32_t j = 0; j < k; j++)
+        lps[j] = (float)((double)x[ids[j]] - lse);
+    return (float)((double)x[chosen] - lse);
+}
+
+int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err)
+{
+    const int32_t V = o->vocab;
+    /* Penalties and min_tokens act on a copy: logprobs report the model's own distribution. */
+    const float *dist = logits;
+    const bool early = s->n_generated < s->min_tokens;
+    if (s->pen_counts || early) {
+        memcpy(o->work, logits, sizeof(float) * (size_t)V);
+        if (s->pen_counts)
+            sy_apply_penalties(o->work, s->pen_counts, s->tokens + s->n_prompt, s->n_generated,
+                               s->frequency_penalty, s->presence_penalty, s->repetition_penalty);
+        if (early) { /* before min_tokens nothing may end the request */
+            if (!s->ignore_eos)
+                for (size_t i = 0; i < o->n_eos; i++)
+                    o->work[o->eos[i]] = -INFINITY;
+            for (size_t i = 0; i < s->n_stop_ids; i++)
+                o->work[s->stop_ids[i]] = -INFINITY;
+        }
+        dist = o->work;
+    }
+    const int32_t tok = sy_sampler_next(&s->sampler, dist);
+    s->tokens[s->n_tokens++] = tok;
+    s->n_generated++;
+
+    sy_event ev;
+    base_event(s, &ev, SY_EV_TEXT);
+    float lp = 0.0f;
+    if (s->top_logprobs >= 0) {
+        lp = logprobs(logits, V, tok, s->top_logprobs, o->top_ids, o->top_lps);
+        ev.logprobs = &lp;
+        ev.top_ids = o->top_ids;
+        ev.top_logprobs = o->top_lps;
+        ev.n_top = s->top_logprobs;
+    }
+    ev.tokens = &s->tokens[s->n_tokens - 1];
+    ev.n_tokens = 1;
+
+    const char *finish = NULL;
+    s->content.len = s->reasoning.len = 0;
+    int rc = 0;
+    const bool check = s->n_generated >= s->min_tokens;
+    if ((!s->ignore_eos && in_list(o->eos, o->n_eos, tok)) || in_list(s->stop_ids, s->n_stop_ids, tok)) {
+        finish = "stop"; /* the stop token's own text is not part of the output */
+    } else {
+        const char *piece = NULL;
+        size_t len = 0;
+        if ((rc = sy_detok_push(s->detok, tok, &piece, &len, err)))
+            return rc;
+        rc = sy_text_filter_push(&s->filter, piece, len, check, false, &s->content, &s->reasoning);
+        if (rc < 0)
+            return sy_err_set(err, SY_ERR_NOMEM, "out of memory in the output filter");
+        if (rc == 1)
+            finish = "stop";
+        else if (s->n_generated >= s->max_tokens || s->n_tokens >= o->max_seq_len)
+            finish = "length";
+    }
+    if (finish && !s->filter.stopped) {
+        /* Flush what the detokeniser and the filter held back. */
+        const char *piece = NULL;
+        size_t len = 0;
+        if ((rc = sy_detok_finish(s->detok, &piece, &len, err)))
+            return rc;
+        if (sy_text_filter_push(&s->filter, piece, len, check, true, &s->content, &s->reasoning) < 0)
+            return sy_err_set(err, SY_ERR_NOMEM, "out of memory in the output filter");
+    }
+    ev.text = s->content.len ? s->content.p : "";
+    ev.text_len = s->content.len;
+    ev.reasoning = s->reasoning.len ? s->reasoning.p : "";
+    ev.reasoning_len = s->reasoning.len;
+    ev.completion_tokens = s->n_generated;
+    s->on_event(s->user, &ev);
+    if (finish) {
+        sy_seq_emit_done(s, finish);
+        return 1;
+    }
+    return 0;
+}
