@@ -18,3 +18,4 @@ noinst_PROGRAMS += tools/bench_kernels
 tools_bench_kernels_SOURCES = tools/bench_kernels.c
 tools_bench_kernels_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu
 tools_bench_kernels_LDADD = plugins/common/cpu/libsykern.la -lm -lpthread
+include $(srcdir)/plugins/frontend/http/http.mk

@@ -1,0 +1,276 @@
+/*
+ * frontend/http: internal declarations shared by the plugin's files.
+ *
+ * Threads: each I/O loop (http_loop.c) owns its connections, streams and
+ * jobs; nothing of a loop is touched by another thread except its event
+ * queue (mutex + eventfd), which the engine thread fills through
+ * sy_request.on_event (http_job.c).
+ *
+ * Layers, bottom up:
+ *   http_buf.c     byte buffers
+ *   http_loop.c    listener, epoll loop per thread, connection I/O, timeouts
+ *   http_tls.c     OpenSSL context, ALPN
+ *   http_h1.c      HTTP/1.1 parser and response framing
+ *   http_h2.c      HTTP/2 through nghttp2's session API
+ *   http_stream.c  protocol-independent response API (respond, SSE)
+ *   http_routes.c  routing, auth, the small endpoints, error objects
+ *   http_openai.c  OpenAI request parsing into sy_request
+ *   http_job.c     submitted requests: events -> JSON / SSE chunks
+ */
+#ifndef SY_FRONTEND_HTTP_H
+#define SY_FRONTEND_HTTP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <jansson.h>
+#include <nghttp2/nghttp2.h>
+
+#include "switchyard/plugin.h"
+
+#define HTTP_NAME "http"
+
+#if defined(__has_include)
+#if __has_include(<openssl/ssl.h>)
+#define SY_HTTP_TLS 1
+#endif
+#endif
+#ifndef SY_HTTP_TLS
+#define SY_HTTP_TLS 0
+#endif
+
+/* ------------------------------------------------------------- buffers */
+
+typedef struct hbuf {
+    char *p;
+    size_t len; /* bytes held, starting at p + off */
+    size_t off; /* bytes already consumed at the front */
+    size_t cap;
+} hbuf;
+
+int hbuf_append(hbuf *b, const void *data, size_t n);
+int hbuf_puts(hbuf *b, const char *s);
+int hbuf_printf(hbuf *b, const char *fmt, ...) SY__PRINTF(2, 3);
+static inline const char *hbuf_data(const hbuf *b) { return b->p ? b->p + b->off : ""; }
+void hbuf_consume(hbuf *b, size_t n);
+void hbuf_reset(hbuf *b);
+void hbuf_free(hbuf *b);
+
+/* ------------------------------------------------------------- config */
+
+typedef struct http_cfg {
+    char host[256];
+    char port[16];
+    char **api_keys;
+    size_t n_api_keys;
+    char *tls_cert, *tls_key;
+    size_t max_body;
+    size_t max_header_bytes;
+    int io_threads;
+    int header_timeout; /* seconds */
+    int idle_timeout;   /* seconds */
+    char *model_name;   /* NULL: model_info id */
+} http_cfg;
+
+int http_cfg_parse(http_cfg *cfg, const sy_kv *kv, size_t n, sy_err *err);
+void http_cfg_free(http_cfg *cfg);
+extern const sy_key_decl http_keys[];
+
+/* ------------------------------------------------------------- objects */
+
+typedef struct http_server http_server;
+typedef struct http_loop http_loop;
+typedef struct http_conn http_conn;
+typedef struct http_stream http_stream;
+typedef struct http_job http_job;
+typedef struct http_evitem http_evitem;
+
+enum { HTTP_PROTO_UNKNOWN = 0, HTTP_PROTO_H1 = 1, HTTP_PROTO_H2 = 2 };
+
+/* One request/response exchange, whatever the protocol. */
+struct http_stream {
+    http_conn *conn;
+    int32_t h2_id;          /* 0 on HTTP/1.1 */
+    char method[16];
+    char path[512];
+    char *authorization;    /* header value or NULL */
+    char request_id[80];    /* X-Request-Id (echoed) or generated */
+    int has_content_length;
+    uint64_t content_length;
+    int chunked;            /* h1: chunked request body */
+    int body_too_large;
+    int expect_continue;
+    int dispatched;         /* handed to http_route */
+    int h1_cstate;          /* h1 chunked body decoder state */
+    uint64_t h1_cleft;      /* bytes left in the current chunk */
+    hbuf body;
+    size_t header_bytes;
+    /* response */
+    int resp_started;       /* headers went out */
+    int resp_ended;         /* the last body byte is queued */
+    int resp_chunked;       /* h1: chunked transfer coding */
+    int h2_deferred;        /* h2: the data provider returned DEFERRED */
+    int retry_after;        /* > 0: Retry-After header on the response */
+    hbuf out;               /* h2: body bytes not yet taken by nghttp2 */
+    http_job *job;          /* a generation attached to this stream */
+    http_stream *next;      /* h2: the connection's list */
+};
+
+struct http_conn {
+    http_loop *loop;
+    int fd;
+    int proto;
+    void *ssl;              /* SSL * when TLS */
+    int tls_handshaking;
+    hbuf rbuf;
+    hbuf wbuf;
+    nghttp2_session *h2;
+    http_stream *streams;   /* h2: open streams; h1: the current one */
+    int want_close;         /* close once wbuf is flushed */
+    int closed;
+    int h1_keepalive;
+    time_t started, last_active, req_started;
+    http_conn *prev, *next; /* loop's list */
+};
+
+struct http_loop {
+    http_server *srv;
+    int index;
+    int epfd;
+    int evfd;
+    pthread_t thread;
+    int running;
+    pthread_mutex_t qlock;
+    http_evitem *qhead, *qtail; /* guarded by qlock */
+    int qsignalled;             /* guarded by qlock: eventfd already written */
+    http_conn *conns;
+    int live_jobs;              /* jobs with requests still in the engine */
+    unsigned long seq;          /* request id generator */
+};
+
+struct http_server {
+    const sy_host *host;
+    const sy_serving_api *api;
+    http_cfg cfg;
+    int lfd;
+    void *ssl_ctx;              /* SSL_CTX * when TLS */
+    http_loop *loops;
+    int n_loops;
+    atomic_int stopping;
+    int started;
+};
+
+/* http_loop.c */
+int http_server_listen(http_server *s, sy_err *err);
+int http_loops_start(http_server *s, sy_err *err);
+void http_loops_stop(http_server *s);
+void http_conn_flush(http_conn *c);     /* moves pending output to the socket */
+void http_conn_close(http_conn *c);     /* tears the connection down now */
+time_t http_now(void);
+
+/* http_tls.c */
+int http_tls_init(http_server *s, sy_err *err);
+void http_tls_free(http_server *s);
+int http_tls_accept(http_conn *c);      /* sets up the SSL object; -1 on failure */
+/* Drives the handshake: 1 done, 0 needs more I/O, -1 failed. */
+int http_tls_handshake(http_conn *c);
+long http_tls_read(http_conn *c, void *buf, size_t n);   /* >0, 0 eof, -1 again, -2 error */
+long http_tls_write(http_conn *c, const void *buf, size_t n);
+void http_tls_conn_free(http_conn *c);
+
+/* http_h1.c */
+int http_h1_on_read(http_conn *c);      /* parses rbuf; -1: close */
+/* Top level only (never under a job or route): retires a finished
+ * response and parses the next pipelined request. */
+void http_h1_after(http_conn *c);
+int http_h1_send_head(http_stream *st, int status, const char *ctype, long long content_length);
+int http_h1_send_body(http_stream *st, const char *data, size_t n);
+int http_h1_end(http_stream *st);
+
+/* http_h2.c */
+int http_h2_init(http_conn *c);
+int http_h2_on_read(http_conn *c);      /* feeds rbuf to nghttp2; -1: close */
+int http_h2_pump(http_conn *c);         /* moves nghttp2's output to wbuf */
+int http_h2_submit(http_stream *st, int status, const char *ctype);
+void http_h2_resume(http_stream *st);
+
+/* http_stream.c */
+http_stream *http_stream_new(http_conn *c, int32_t h2_id);
+void http_stream_free(http_stream *st);  /* detaches its job first */
+int http_stream_header(http_stream *st, const char *name, size_t nlen, const char *value, size_t vlen);
+void http_respond(http_stream *st, int status, const char *ctype, const char *body, size_t len);
+void http_respond_json(http_stream *st, int status, json_t *obj); /* steals obj */
+void http_respond_error(http_stream *st, int status, const char *type, const char *param, const char *code,
+                        const char *fmt, ...) SY__PRINTF(6, 7);
+void http_sse_begin(http_stream *st);
+void http_sse_data(http_stream *st, const char *data, size_t len); /* one "data: ...\n\n" event */
+void http_sse_end(http_stream *st);
+const char *http_status_text(int status);
+
+/* http_routes.c */
+void http_route(http_stream *st);       /* the request is complete: answer it */
+
+/* The served model's name (model_name, else model_info's id); fills *mi. */
+const char *http_model_name(http_server *s, sy_model_info *mi);
+/* Parses a JSON object body; answers 400 and returns NULL when it is not one. */
+json_t *http_parse_body(http_stream *st);
+
+/* http_openai.c */
+void http_openai_handle(http_stream *st, int chat);
+
+/* http_job.c */
+enum { JOB_CHAT = 1, JOB_COMPLETION = 0 };
+
+typedef struct http_choice {
+    http_job *job;
+    int index;
+    uint64_t rid;
+    int submitted;
+    int finished;
+    int cancelled;
+    hbuf text;
+    hbuf reasoning;
+    json_t *logprobs;       /* accumulated logprob entries (non-stream) */
+    size_t text_offset;     /* completions logprobs text_offset */
+    char finish_reason[16];
+    int prompt_tokens, completion_tokens, cached_tokens;
+    int sent_first;         /* stream: role delta sent */
+} http_choice;
+
+struct http_job {
+    http_loop *loop;        /* immutable after creation: read by the engine thread */
+    http_server *srv;
+    http_stream *stream;    /* NULL once the client is gone */
+    int kind;               /* JOB_CHAT or JOB_COMPLETION */
+    int streaming;
+    int include_usage;
+    int top_logprobs;       /* -1: no logprobs */
+    int n;
+    int live;               /* choices whose last event has not arrived */
+    int finished_choices;
+    int failed;             /* an error was reported */
+    int prompt_tokens;
+    char id[64];
+    char *model;
+    int64_t created;
+    http_choice *ch;
+};
+
+http_job *http_job_new(http_stream *st, int kind, int n);
+void http_job_free(http_job *job);
+/* The engine-thread callback installed in sy_request.on_event (user = choice). */
+void http_job_on_event(void *user, const sy_event *ev);
+/* Loop thread: drains the event queue. */
+void http_loop_drain_events(http_loop *l);
+/* The stream is going away: cancel what is still running. */
+void http_job_detach(http_job *job);
+/* Cancels every submitted choice (used when a later submit fails). */
+void http_job_cancel_all(http_job *job);
+
+/* Constant-time comparison of two byte strings (length leaks only). */
+int http_ct_equal(const char *a, size_t alen, const char *b, size_t blen);
+
+#endif

@@ -1,0 +1,246 @@
+/*
+ * frontend/http: routing, authentication and the small endpoints
+ * (/health, /metrics, /v1/models, /tokenize, /detokenize). Generation
+ * requests go to http_openai.c.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http.h"
+
+static int check_auth(http_stream *st)
+{
+    const http_cfg *cfg = &st->conn->loop->srv->cfg;
+    if (!cfg->n_api_keys)
+        return 1;
+    const char *a = st->authorization;
+    if (!a || strncasecmp(a, "Bearer ", 7) != 0)
+        return 0;
+    a += 7;
+    while (*a == ' ')
+        a++;
+    size_t alen = strlen(a);
+    int ok = 0;
+    for (size_t i = 0; i < cfg->n_api_keys; i++) /* no early exit: every key is compared */
+        ok |= http_ct_equal(a, alen, cfg->api_keys[i], strlen(cfg->api_keys[i]));
+    return ok;
+}
+
+const char *http_model_name(http_server *s, sy_model_info *mi)
+{
+    memset(mi, 0, sizeof *mi);
+    mi->struct_size = sizeof *mi;
+    if (s->api->model_info)
+        s->api->model_info(s->host->ctx, mi);
+    if (s->cfg.model_name)
+        return s->cfg.model_name;
+    return mi->id ? mi->id : "default";
+}
+
+json_t *http_parse_body(http_stream *st)
+{
+    json_error_t je;
+    json_t *root = json_loadb(hbuf_data(&st->body), st->body.len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        http_respond_error(st, 400, "invalid_request_error", NULL, "invalid_json",
+                           "request body is not valid JSON: %s at line %d, column %d", je.text, je.line, je.column);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        http_respond_error(st, 400, "invalid_request_error", NULL, "invalid_json",
+                           "request body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static void route_models(http_stream *st)
+{
+    http_server *s = st->conn->loop->srv;
+    sy_model_info mi;
+    const char *name = http_model_name(s, &mi);
+    json_t *m = json_pack("{s:s, s:s, s:I, s:s, s:I}", "id", name, "object", "model", "created", (json_int_t)mi.created,
+                          "owned_by", "switchyard", "max_model_len", (json_int_t)mi.max_seq_len);
+    http_respond_json(st, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", m));
+}
+
+static void route_metrics(http_stream *st)
+{
+    http_server *s = st->conn->loop->srv;
+    char *out = NULL;
+    size_t len = 0;
+    sy_err err = {{0}};
+    if (!s->api->metrics_text || s->api->metrics_text(s->host->ctx, &out, &len, &err) != SY_OK) {
+        http_respond_error(st, 500, "server_error", NULL, NULL, "metrics unavailable: %s", err.msg);
+        return;
+    }
+    http_respond(st, 200, "text/plain; version=0.0.4; charset=utf-8", out, len);
+    s->host->free(s->host->ctx, out);
+}
+
+static void route_tokenize(http_stream *st)
+{
+    http_server *s = st->conn->loop->srv;
+    json_t *root = http_parse_body(st);
+    if (!root)
+        return;
+    json_t *text = json_object_get(root, "prompt");
+    const char *param = "prompt";
+    if (!text) {
+        text = json_object_get(root, "text");
+        param = "text";
+    }
+    json_t *add = json_object_get(root, "add_special_tokens");
+    if (!json_is_string(text)) {
+        http_respond_error(st, 400, "invalid_request_error", param, NULL,
+                           text ? "'%s' must be a string" : "'prompt' is required (a string)", param);
+    } else if (add && !json_is_boolean(add)) {
+        http_respond_error(st, 400, "invalid_request_error", "add_special_tokens", NULL,
+                           "'add_special_tokens' must be a boolean");
+    } else {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        sy_err err = {{0}};
+        int rc = s->api->tokenize(s->host->ctx, json_string_value(text), json_string_length(text),
+                                  add ? json_is_true(add) : 1, &ids, &n, &err);
+        if (rc != SY_OK) {
+            http_respond_error(st, rc == SY_ERR_INVALID ? 400 : 500, rc == SY_ERR_INVALID ? "invalid_request_error"
+                               : "server_error", param, NULL, "tokenize: %s", err.msg);
+        } else {
+            json_t *arr = json_array();
+            for (size_t i = 0; i < n; i++)
+                json_array_append_new(arr, json_integer(ids[i]));
+            s->host->free(s->host->ctx, ids);
+            http_respond_json(st, 200, json_pack("{s:o, s:I, s:I}", "tokens", arr, "count", (json_int_t)n,
+                                                 "max_model_len", (json_int_t)0));
+        }
+    }
+    json_decref(root);
+}
+
+static void route_detokenize(http_stream *st)
+{
+    http_server *s = st->conn->loop->srv;
+    json_t *root = http_parse_body(st);
+    if (!root)
+        return;
+    json_t *toks = json_object_get(root, "tokens");
+    if (!json_is_array(toks)) {
+        http_respond_error(st, 400, "invalid_request_error", "tokens", NULL, "'tokens' must be an array of integers");
+        json_decref(root);
+        return;
+    }
+    size_t n = json_array_size(toks);
+    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    for (size_t i = 0; ids && i < n; i++) {
+        json_t *t = json_array_get(toks, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX) {
+            char param[48];
+            snprintf(param, sizeof param, "tokens[%zu]", i);
+            http_respond_error(st, 400, "invalid_request_error", param, NULL, "'%s' must be a token id", param);
+            free(ids);
+            json_decref(root);
+            return;
+        }
+        ids[i] = (int32_t)json_integer_value(t);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    sy_err err = {{0}};
+    int rc = ids ? s->api->detokenize(s->host->ctx, ids, n, &text, &len, &err) : SY_ERR_NOMEM;
+    free(ids);
+    if (rc != SY_OK) {
+        http_respond_error(st, rc == SY_ERR_INVALID ? 400 : 500,
+                           rc == SY_ERR_INVALID ? "invalid_request_error" : "server_error", "tokens", NULL,
+                           "detokenize: %s", err.msg);
+    } else {
+        http_respond_json(st, 200, json_pack("{s:s%}", "text", text ? text : "", text ? len : 0));
+        if (text)
+            s->host->free(s->host->ctx, text);
+    }
+    json_decref(root);
+}
+
+typedef struct route {
+    const char *path;
+    const char *method;
+    void (*fn)(http_stream *st);
+    int auth;
+} route;
+
+static void route_chat(http_stream *st) { http_openai_handle(st, 1); }
+static void route_completions(http_stream *st) { http_openai_handle(st, 0); }
+
+static void route_health(http_stream *st)
+{
+    http_server *s = st->conn->loop->srv;
+    int ok = s->api->ready && s->api->ready(s->host->ctx);
+    if (ok)
+        http_respond(st, 200, "application/json", "{\"status\":\"ok\"}", 15);
+    else
+        http_respond(st, 503, "application/json", "{\"status\":\"loading\"}", 20);
+}
+
+static const route routes[] = {
+    {"/v1/chat/completions", "POST", route_chat, 1},
+    {"/v1/completions", "POST", route_completions, 1},
+    {"/v1/models", "GET", route_models, 1},
+    {"/health", "GET", route_health, 0},
+    {"/metrics", "GET", route_metrics, 0},
+    {"/tokenize", "POST", route_tokenize, 1},
+    {"/detokenize", "POST", route_detokenize, 1},
+};
+
+void http_route(http_stream *st)
+{
+    http_server *s = st->conn->loop->srv;
+    if (!st->request_id[0])
+        snprintf(st->request_id, sizeof st->request_id, "req-%d-%lu-%lx", st->conn->loop->index,
+                 ++st->conn->loop->seq, (unsigned long)time(NULL));
+    if (st->header_bytes > s->cfg.max_header_bytes) {
+        http_respond_error(st, 431, "invalid_request_error", NULL, NULL, "request headers over %zu bytes",
+                           s->cfg.max_header_bytes);
+        return;
+    }
+    char path[sizeof st->path];
+    strcpy(path, st->path);
+    char *q = strchr(path, '?');
+    if (q)
+        *q = '\0';
+    size_t plen = strlen(path);
+    if (plen > 1 && path[plen - 1] == '/')
+        path[plen - 1] = '\0';
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const route *r = &routes[i];
+        if (strcmp(path, r->path) != 0)
+            continue;
+        if (strcmp(st->method, r->method) != 0) {
+            http_respond_error(st, 405, "invalid_request_error", NULL, "method_not_allowed",
+                               "%s does not accept %s (use %s)", r->path, st->method, r->method);
+            return;
+        }
+        if (r->auth && !check_auth(st)) {
+            http_respond_error(st, 401, "authentication_error", NULL, "invalid_api_key",
+                               "missing or invalid API key (Authorization: Bearer <key>)");
+            return;
+        }
+        if (st->body_too_large) {
+            http_respond_error(st, 413, "invalid_request_error", NULL, "request_too_large",
+                               "request body over max_body (%zu bytes)", s->cfg.max_body);
+            return;
+        }
+        r->fn(st);
+        return;
+    }
+    if (st->body_too_large) {
+        http_respond_error(st, 413, "invalid_request_error", NULL, "request_too_large",
+                           "request body over max_body (%zu bytes)", s->cfg.max_body);
+        return;
+    }
+    http_respond_error(st, 404, "invalid_request_error", NULL, "not_found", "no route for %s %s", st->method, path);
+}

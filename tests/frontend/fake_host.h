@@ -1,0 +1,46 @@
+/*
+ * A fake serving host for the http frontend's tests: it dlopens
+ * $SY_PLUGIN_DIR/sy-frontend-http.so and hands it a sy_host whose
+ * sy_serving_api generates deterministic events on a background thread.
+ *
+ * Tokens: tokenize gives one id per byte (plus 1 as BOS with
+ * add_special); generation step k emits prompt[k % n_prompt] with the text
+ * "t<id> ". Prompt words change the behaviour: "busy" (submit answers
+ * SY_ERR_UNAVAILABLE), "invalid" (SY_ERR_INVALID), "slow" (30 ms per
+ * token), "fail" (an ERROR event after two tokens), "think" with
+ * req.reasoning (a reasoning event first).
+ */
+#ifndef SY_TEST_FAKE_HOST_H
+#define SY_TEST_FAKE_HOST_H
+
+#include <pthread.h>
+
+#include "switchyard/plugin.h"
+
+typedef struct fake_req fake_req;
+
+typedef struct fake_host {
+    sy_host host;
+    sy_serving_api api;
+    pthread_mutex_t mu;
+    pthread_t thread;
+    int quit;
+    fake_req *reqs;
+    uint64_t next_id;
+    /* counters, guarded by mu */
+    int ready;
+    int n_submit, n_cancel, n_done, n_active;
+    int port; /* from the plugin's "listening on" log line */
+    void *dl;
+    const sy_plugin_desc *desc;
+    void *inst;
+    int verbose;
+} fake_host;
+
+/* Loads the plugin and starts it with the given "key=value" overrides
+ * (NULL-terminated). Returns 0, or -1 with the reason in err. */
+int fake_host_start(fake_host *fh, const char *const *overrides, sy_err *err);
+void fake_host_stop(fake_host *fh);
+int fake_host_counter(fake_host *fh, const int *field);
+
+#endif
