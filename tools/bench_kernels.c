@@ -2,7 +2,7 @@
  * bench_kernels: the cpu plugins' linear kernels against this machine.
  *
  *   tools/bench_kernels [--threads N] [--isa auto|avx512|avx2|portable] [--quick]
- *                       [--only bw|gemv|gemm]
+ *                       [--only bw|gemv|gemm] [--gemv MxK]...
  *
  * Prints the measured read bandwidth (a parallel streaming sum), then GEMV
  * (n = 1) in GB/s of weights read, with its ratio to that bandwidth, and
@@ -30,7 +30,7 @@ static double now_s(void)
 
 typedef struct sum_job {
     const uint64_t *p;
-    int avx2;
+    int simd; /* 0: C, 1: avx2, 2: avx512 */
     uint64_t partial[256 * 8];
 } sum_job;
 
@@ -47,20 +47,36 @@ static void sum_words(const uint64_t *p, int64_t n, uint64_t *out)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-/* Four independent 256-bit accumulators: the loop outruns DRAM, so the time is the memory's. */
+/* Eight independent accumulators of full-width loads: the loop outruns DRAM, so the time is the memory's. */
 __attribute__((target("avx2"))) static void sum_words_avx2(const uint64_t *p, int64_t n, uint64_t *out)
 {
-    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-    for (int64_t i = 0; i < n; i += 16) {
-        a = _mm256_add_epi64(a, _mm256_load_si256((const __m256i *)(p + i)));
-        b = _mm256_add_epi64(b, _mm256_load_si256((const __m256i *)(p + i + 4)));
-        c = _mm256_add_epi64(c, _mm256_load_si256((const __m256i *)(p + i + 8)));
-        d = _mm256_add_epi64(d, _mm256_load_si256((const __m256i *)(p + i + 12)));
-    }
+    __m256i a[8];
+    for (int l = 0; l < 8; l++)
+        a[l] = _mm256_setzero_si256();
+    for (int64_t i = 0; i < n; i += 32)
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; l++)
+            a[l] = _mm256_add_epi64(a[l], _mm256_load_si256((const __m256i *)(p + i + 4 * l)));
+    for (int l = 1; l < 8; l++)
+        a[0] = _mm256_add_epi64(a[0], a[l]);
     uint64_t t[4];
-    _mm256_storeu_si256((__m256i *)t, _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
+    _mm256_storeu_si256((__m256i *)t, a[0]);
     for (int l = 0; l < 4; l++)
         out[l] += t[l];
+}
+
+__attribute__((target("avx512f"))) static void sum_words_avx512(const uint64_t *p, int64_t n, uint64_t *out)
+{
+    __m512i a[8];
+    for (int l = 0; l < 8; l++)
+        a[l] = _mm512_setzero_si512();
+    for (int64_t i = 0; i < n; i += 64)
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; l++)
+            a[l] = _mm512_add_epi64(a[l], _mm512_load_si512((const void *)(p + i + 8 * l)));
+    for (int l = 1; l < 8; l++)
+        a[0] = _mm512_add_epi64(a[0], a[l]);
+    out[0] += (uint64_t)_mm512_reduce_add_epi64(a[0]);
 }
 #endif
 
@@ -68,13 +84,19 @@ static void sum_range(void *arg, int64_t b, int64_t e, int worker)
 {
     sum_job *j = arg;
     uint64_t *out = j->partial + (worker % 256) * 8;
+    const uint64_t *p = j->p + b * 64;
+    const int64_t n = (e - b) * 64;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (j->avx2) {
-        sum_words_avx2(j->p + b * 16, (e - b) * 16, out);
+    if (j->simd == 2) {
+        sum_words_avx512(p, n, out);
+        return;
+    }
+    if (j->simd == 1) {
+        sum_words_avx2(p, n, out);
         return;
     }
 #endif
-    sum_words(j->p + b * 16, (e - b) * 16, out);
+    sum_words(p, n, out);
 }
 
 /* Best-of-reps seconds for fn. */
@@ -104,7 +126,7 @@ typedef struct bw_ctx {
 static void run_bw(void *c)
 {
     bw_ctx *b = c;
-    syk_par_for(b->par, b->words / 16, 4096, sum_range, b->job);
+    syk_par_for(b->par, b->words / 64, 1024, sum_range, b->job);
 }
 
 typedef struct gemm_ctx {
@@ -151,6 +173,8 @@ int main(int argc, char **argv)
 {
     int threads = 0, quick = 0;
     const char *isa_s = "auto", *only = "";
+    int64_t user_shapes[16][2];
+    int n_user = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             threads = atoi(argv[++i]);
@@ -160,8 +184,17 @@ int main(int argc, char **argv)
             quick = 1;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = argv[++i];
+        else if (strcmp(argv[i], "--gemv") == 0 && i + 1 < argc && n_user < 16) {
+            long long m, k;
+            if (sscanf(argv[++i], "%lldx%lld", &m, &k) != 2 || m <= 0 || k <= 0) {
+                fprintf(stderr, "bench_kernels: --gemv wants MxK, e.g. 14336x4096\n");
+                return 2;
+            }
+            user_shapes[n_user][0] = m;
+            user_shapes[n_user++][1] = k;
+        }
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--isa auto|avx512|avx2|portable] [--quick] [--only bw|gemv|gemm]\n",
+            fprintf(stderr, "usage: %s [--threads N] [--isa auto|avx512|avx2|portable] [--quick] [--only bw|gemv|gemm] [--gemv MxK]\n",
                     argv[0]);
             return 2;
         }
@@ -193,11 +226,11 @@ int main(int argc, char **argv)
         buf[i] = (uint64_t)i;
     sum_job *sj = calloc(1, sizeof *sj);
     sj->p = buf;
-    sj->avx2 = syk_isa_usable(SYK_ISA_AVX2, NULL, 0);
+    sj->simd = syk_isa_usable(SYK_ISA_AVX512, NULL, 0) ? 2 : syk_isa_usable(SYK_ISA_AVX2, NULL, 0) ? 1 : 0;
     bw_ctx bc = {&par, sj, words};
     const double tbw = best_time(run_bw, &bc, min_t);
     bw = (double)words * 8 / tbw / 1e9;
-    printf("read bandwidth (parallel streaming sum, %s, %lld MiB): %.1f GB/s\n\n", sj->avx2 ? "avx2" : "C",
+    printf("read bandwidth (parallel streaming sum, %s, %lld MiB): %.1f GB/s\n\n", sj->simd == 2 ? "avx512" : sj->simd ? "avx2" : "C",
            (long long)(words * 8 >> 20), bw);
     free(buf);
     free(sj);
@@ -208,9 +241,11 @@ int main(int argc, char **argv)
     if (!*only || strcmp(only, "gemv") == 0) {
     printf("GEMV (n = 1): weights read per second\n");
     printf("%-8s %-14s %10s %10s %10s %8s\n", "dtype", "m x k", "MiB", "us", "GB/s", "of bw");
+    const int64_t(*shapes)[2] = n_user ? (const int64_t(*)[2])user_shapes : gemv_shapes;
+    const size_t n_shapes = n_user ? (size_t)n_user : sizeof gemv_shapes / sizeof gemv_shapes[0];
     for (size_t d = 0; d < 3; d++)
-        for (size_t s = 0; s < sizeof gemv_shapes / sizeof gemv_shapes[0]; s++) {
-            const int64_t m = gemv_shapes[s][0], k = gemv_shapes[s][1];
+        for (size_t s = 0; s < n_shapes; s++) {
+            const int64_t m = shapes[s][0], k = shapes[s][1];
             if (quick && m * k > 4096 * 4096)
                 continue;
             void *w = make_weights(dts[d], m, k);

@@ -990,13 +990,22 @@ int sy_chat_template_render(const sy_chat_template *t, json_t *messages, json_t 
                             const char *eos_token, json_t *kwargs, char **out, size_t *len,
                             sy_err *err)
 {
+    return sy_chat_template_render_at(t, messages, tools, add_generation_prompt, bos_token, eos_token,
+                                      kwargs, SY_CHAT_FROZEN_TIME, out, len, err);
+}
+
+int sy_chat_template_render_at(const sy_chat_template *t, json_t *messages, json_t *tools,
+                               int add_generation_prompt, const char *bos_token,
+                               const char *eos_token, json_t *kwargs, int64_t now_unix, char **out,
+                               size_t *len, sy_err *err)
+{
     *out = NULL;
     if (len)
         *len = 0;
     if (!t || !messages)
         return sy_err_set(err, SY_ERR_INVALID, "render: template and messages are required");
     sy_scope root = {0};
-    sy_ct_ctx c = {.t = t, .root = &root, .scope = &root, .err = err};
+    sy_ct_ctx c = {.t = t, .root = &root, .scope = &root, .err = err, .now_unix = now_unix};
     int rc = 0;
     rc |= scope_set(&c, &root, "messages", sy_v_json(json_incref(messages)));
     rc |= scope_set(&c, &root, "tools", tools ? sy_v_json(json_incref(tools)) : sy_v_none());

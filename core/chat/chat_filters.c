@@ -788,15 +788,10 @@ sy_val sy_ct_call_builtin(sy_ct_ctx *c, const sy_node *at, const char *name, sy_
         return sy_v_undef(NULL);
     }
     if (!strcmp(name, "strftime_now")) {
-        /* frozen clock: 2025-01-15 12:00:00 (a Wednesday), as the oracle */
         struct tm tm = {0};
         char out[512];
-        tm.tm_year = 125;
-        tm.tm_mon = 0;
-        tm.tm_mday = 15;
-        tm.tm_hour = 12;
-        tm.tm_wday = 3;
-        tm.tm_yday = 14;
+        time_t now = (time_t)c->now_unix;
+        gmtime_r(&now, &tm);
         if (nargs < 1 || !sy_v_is_str(args[0]) || json_string_length(args[0].j) > 128)
             return fail(c, at, "strftime_now needs a format string (at most 128 bytes)");
         size_t n = strftime(out, sizeof out, json_string_value(args[0].j), &tm);

@@ -110,6 +110,7 @@ typedef struct sy_ct_ctx {
     sy_scope *root;
     sy_scope *scope; /* current */
     sy_err *err;
+    int64_t now_unix; /* strftime_now's clock */
     int failed;
     int depth;
     long long steps;

@@ -6,6 +6,7 @@
 #define SY_CHAT_TEMPLATE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -27,6 +28,15 @@ int sy_chat_template_render(const sy_chat_template *t, json_t *messages, json_t 
                             int add_generation_prompt, const char *bos_token,
                             const char *eos_token, json_t *kwargs, char **out, size_t *len,
                             sy_err *err);
+/* As render, with strftime_now() reading now_unix (UTC seconds) instead of
+ * the frozen test clock: what a server uses, so "Today Date" is today. */
+int sy_chat_template_render_at(const sy_chat_template *t, json_t *messages, json_t *tools,
+                               int add_generation_prompt, const char *bos_token,
+                               const char *eos_token, json_t *kwargs, int64_t now_unix, char **out,
+                               size_t *len, sy_err *err);
+/* The frozen clock of render() (2025-01-15 12:00:00 UTC), as transformers'
+ * test oracle uses: rendering is reproducible byte for byte. */
+#define SY_CHAT_FROZEN_TIME 1736942400
 
 /* The ChatML template used when a model ships none. */
 const char *sy_chat_template_chatml(void);

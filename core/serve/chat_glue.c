@@ -4,6 +4,7 @@
 #include "util/log.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 int sy_serve_chat_load(const char *model_dir, sy_chat_template **out, sy_err *err)
 {
@@ -50,10 +51,10 @@ int sy_serve_chat_render(const sy_chat_template *t, const sy_tokenizer *tok, con
     const int32_t bos = sy_tokenizer_bos(tok);
     const int32_t *eos = NULL;
     const size_t n_eos = sy_tokenizer_eos(tok, &eos);
-    rc = sy_chat_template_render(t, msgs, json_is_null(tools) ? NULL : tools, add_generation_prompt,
-                                 bos >= 0 ? sy_tokenizer_piece(tok, bos) : NULL,
-                                 n_eos ? sy_tokenizer_piece(tok, eos[0]) : NULL, json_is_object(kwargs) ? kwargs : NULL,
-                                 out, len, err);
+    rc = sy_chat_template_render_at(t, msgs, json_is_null(tools) ? NULL : tools, add_generation_prompt,
+                                    bos >= 0 ? sy_tokenizer_piece(tok, bos) : NULL,
+                                    n_eos ? sy_tokenizer_piece(tok, eos[0]) : NULL,
+                                    json_is_object(kwargs) ? kwargs : NULL, (int64_t)time(NULL), out, len, err);
 out:
     json_decref(msgs);
     json_decref(tools);

@@ -210,6 +210,25 @@ static void unit_checks(void)
         json_decref(msgs);
         sy_chat_template_free(t);
     }
+
+    /* strftime_now: the frozen oracle clock by default, the given time for a server */
+    const char *clock_src = "{{ strftime_now('%Y-%m-%d %H:%M') }}";
+    t = NULL;
+    CHECK(sy_chat_template_compile(clock_src, strlen(clock_src), &t, &err) == 0);
+    if (t) {
+        json_t *msgs = json_array();
+        char *out = NULL;
+        size_t len;
+        CHECK(sy_chat_template_render(t, msgs, NULL, 0, NULL, NULL, NULL, &out, &len, &err) == 0);
+        CHECK(out && !strcmp(out, "2025-01-15 12:00"));
+        free(out);
+        out = NULL;
+        CHECK(sy_chat_template_render_at(t, msgs, NULL, 0, NULL, NULL, NULL, 86400 * 366 + 3600, &out, &len, &err) == 0);
+        CHECK(out && !strcmp(out, "1971-01-02 01:00"));
+        free(out);
+        json_decref(msgs);
+        sy_chat_template_free(t);
+    }
 }
 
 int main(void)

@@ -152,14 +152,15 @@ static int copy_blocks(void *inst, const int32_t *src, const int32_t *dst, int32
     int rc = syk_attn_check_copy(&a->p, src, dst, n, err);
     if (rc)
         return rc;
-    /* A block of one layer is n_kv_heads consecutive tiles. */
-    const size_t kb = (size_t)a->p.n_kv_heads * a->k_tile * a->es, vb = (size_t)a->p.n_kv_heads * a->v_tile * a->es;
+    /* One tile per (layer, KV head); see attn_cpu.h for the layout. */
+    const size_t kb = a->k_tile * a->es, vb = a->v_tile * a->es;
+    const size_t heads = (size_t)a->p.n_layers * (size_t)a->p.n_kv_heads;
     for (int32_t i = 0; i < n; i++) {
         if (src[i] == dst[i])
             continue;
-        for (int32_t l = 0; l < a->p.n_layers; l++) {
-            const size_t s = (size_t)l * (size_t)a->p.n_blocks + (size_t)src[i];
-            const size_t d = (size_t)l * (size_t)a->p.n_blocks + (size_t)dst[i];
+        for (size_t h = 0; h < heads; h++) {
+            const size_t s = h * (size_t)a->p.n_blocks + (size_t)src[i];
+            const size_t d = h * (size_t)a->p.n_blocks + (size_t)dst[i];
             memcpy(a->kc + d * kb, a->kc + s * kb, kb);
             memcpy(a->vc + d * vb, a->vc + s * vb, vb);
         }

@@ -3,10 +3,11 @@
  * copy_blocks. attn_cpu_fwd.c: forward (cache writes, then flash-style
  * attention over the paged blocks).
  *
- * Cache layout: per layer, per physical block, per KV head, block_size
+ * Cache layout: per layer, per KV head, per physical block, block_size
  * rows of head_dim (K) or v_head_dim (V) elements of kv_dtype. One KV
  * head's block is one contiguous tile, which the score and PV kernels read
- * as a small row-major matrix.
+ * as a small row-major matrix; a head's consecutive block ids are adjacent,
+ * so a sequence whose blocks were handed out in order streams from memory.
  */
 #ifndef SY_ATTN_CPU_H
 #define SY_ATTN_CPU_H

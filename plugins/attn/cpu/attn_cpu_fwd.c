@@ -29,7 +29,7 @@ typedef struct fwd_job {
 
 static inline size_t tile_index(const attn_cpu *a, int32_t layer, int32_t block, int64_t kvh)
 {
-    return ((size_t)layer * (size_t)a->p.n_blocks + (size_t)block) * (size_t)a->p.n_kv_heads + (size_t)kvh;
+    return ((size_t)layer * (size_t)a->p.n_kv_heads + (size_t)kvh) * (size_t)a->p.n_blocks + (size_t)block;
 }
 
 /* ------------------------------------------------------------ cache write */
@@ -73,6 +73,27 @@ static int64_t items_of(const fwd_job *j, int32_t s)
     return ((len + j->tokens - 1) / j->tokens) * j->a->p.n_kv_heads;
 }
 
+/*
+ * Touches every cache line of the next block's K and V tiles while this
+ * block computes: independent loads whose misses the out-of-order core
+ * overlaps with the math. A tile is a few KB in its own page (blocks are
+ * scattered by the block table) and hardware prefetchers stop at page
+ * boundaries. Real loads, because prefetch hints measured no gain on the
+ * development machine, where touching took a decode of 8 sequences x 4096
+ * tokens (32/8 heads, d 128, BF16, shuffled block table) from 10.7 to 7.9 ms.
+ */
+static void touch_tiles(const attn_cpu *a, size_t ti)
+{
+    const char *k = a->kc + ti * a->k_tile * a->es, *v = a->vc + ti * a->v_tile * a->es;
+    const size_t kb = a->k_tile * a->es, vb = a->v_tile * a->es;
+    unsigned acc = 0;
+    for (size_t off = 0; off < kb; off += 64)
+        acc += *(const volatile unsigned char *)(k + off);
+    for (size_t off = 0; off < vb; off += 64)
+        acc += *(const volatile unsigned char *)(v + off);
+    __asm__ volatile("" ::"r"(acc));
+}
+
 static void attend(const fwd_job *j, const item *it, float *scratch)
 {
     const attn_cpu *a = j->a;
@@ -112,6 +133,8 @@ static void attend(const fwd_job *j, const item *it, float *scratch)
         const size_t ti = tile_index(a, j->layer, bt[blk], it->kvh);
         const void *K = a->kc + ti * a->k_tile * a->es;
         const void *V = a->vc + ti * a->v_tile * a->es;
+        if (blk < last_pos / bs)
+            touch_tiles(a, tile_index(a, j->layer, bt[blk + 1], it->kvh));
 
         kern->gemm_nt[a->kvt](Q, D, K, D, S, bs, rows, nv, D, 0);
 

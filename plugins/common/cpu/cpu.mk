@@ -18,3 +18,4 @@ plugins_common_cpu_libsykern_la_SOURCES = \
 	plugins/common/cpu/kern_avx512.c
 plugins_common_cpu_libsykern_la_CPPFLAGS = $(AM_CPPFLAGS)
 plugins_common_cpu_libsykern_la_CFLAGS = $(SY_PLUGIN_CFLAGS)
+EXTRA_DIST += plugins/common/cpu/README.md

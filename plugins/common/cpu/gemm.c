@@ -8,8 +8,9 @@
  * alone (decode) or in a batch (prefill, batched decode): batch-invariant.
  *
  * Two loop orders, same arithmetic:
- *  - few rows (decode, n <= FEW): per group of weight rows, all k slices, so
- *    each weight row streams once from memory, sequentially;
+ *  - few rows (decode, n <= FEW): one kernel call over the whole k, which
+ *    slices k internally, so each weight row streams once from memory,
+ *    sequentially and without interruption;
  *  - many rows: per NB-row block of x (L2-resident) and k slice, all the
  *    chunk's weight rows; a group of weight rows (MR x KC) stays in L1 while
  *    the kernel runs over every NR-row group of the block, so each weight
@@ -20,22 +21,15 @@
 #include "sykconv.h"
 #include "sykern.h"
 
-/* Blocking; overridable with -D for tuning runs of tools/bench_kernels. */
-#ifndef SYK_KC
-#define SYK_KC 1024 /* k slice: MR weight rows of it fit L1 (16 KB at F32) */
-#endif
+/* Blocking; NB and FEW overridable with -D for tuning runs of tools/bench_kernels. */
 #ifndef SYK_NB
 #define SYK_NB 128 /* x rows per block: NB x KC floats = 512 KB, L2-resident */
-#endif
-#ifndef SYK_CJ
-#define SYK_CJ 16 /* weight rows per sweep in the few-rows order */
 #endif
 #ifndef SYK_FEW
 #define SYK_FEW 8 /* up to this many x rows, the few-rows order */
 #endif
-#define KC SYK_KC
+#define KC SYK_KC /* fixed for every ISA: see sykern.h */
 #define NB SYK_NB
-#define CJ SYK_CJ
 #define FEW SYK_FEW
 
 static inline float bias_at(const syk_gemm *g, int64_t j)
@@ -63,14 +57,8 @@ void syk_gemm_tile(const syk_kernels *kern, const syk_gemm *g, int64_t r0, int64
             for (int64_t j = c0; j < c1; j++)
                 g->out[r * g->ldo + j] = 0.0f;
     } else if (r1 - r0 <= FEW) {
-        for (int64_t j = c0; j < c1; j += CJ) {
-            const int64_t mj = c1 - j < CJ ? c1 - j : CJ;
-            for (int64_t kb = 0; kb < k; kb += KC) {
-                const int64_t kc = k - kb < KC ? k - kb : KC;
-                nt(g->x + r0 * g->ldx + kb, g->ldx, wptr(g, j, kb), g->ldw, g->out + r0 * g->ldo + j, g->ldo,
-                   r1 - r0, mj, kc, kb > 0);
-            }
-        }
+        /* The kernel slices k itself, so each group of weight rows streams from memory end to end. */
+        nt(g->x + r0 * g->ldx, g->ldx, wptr(g, c0, 0), g->ldw, g->out + r0 * g->ldo + c0, g->ldo, r1 - r0, c1 - c0, k, 0);
     } else {
         for (int64_t rb = r0; rb < r1; rb += NB) {
             const int64_t nr = r1 - rb < NB ? r1 - rb : NB;

@@ -69,7 +69,7 @@ INL float red1(__m256 a)
 }
 
 /* As in kern_avx512.c: pf, when set, is the next weight group, fetched while this tile computes. */
-INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
+INL void tile_slice(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
               int accumulate, const char *pf, const int nr, const int mr, const int dt)
 {
     const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
@@ -128,6 +128,20 @@ INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *ou
             o[j] = accumulate ? o[j] + s : s;
         }
     }
+}
+
+/* The whole k, in SYK_KC slices whose sums go through out in order (see sykern.h). */
+INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
+              int accumulate, const char *pf, const int nr, const int mr, const int dt)
+{
+    const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
+    int64_t k0 = 0;
+    do {
+        const int64_t kc = k - k0 < SYK_KC ? k - k0 : SYK_KC;
+        tile_slice(x + k0, ldx, (const char *)w + (size_t)k0 * es, ldw, out, ldo, kc, accumulate || k0 > 0,
+                   pf ? pf + (size_t)k0 * es : NULL, nr, mr, dt);
+        k0 += SYK_KC;
+    } while (k0 < k);
 }
 
 INL void col_group(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t n,

@@ -72,7 +72,7 @@ INL float red1(__m512 a)
  * the next weight group: fetched into L1 while this tile computes, so the
  * tiles after it find their weights there instead of waiting on DRAM.
  */
-INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
+INL void tile_slice(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
               int accumulate, const char *pf, const int nr, const int mr, const int dt)
 {
     const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
@@ -92,13 +92,6 @@ INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *ou
 #pragma GCC unroll 8
             for (int j = 0; j < mr; j++)
                 _mm_prefetch(pf + ((size_t)j * (size_t)ldw + (size_t)kk) * es, _MM_HINT_T0);
-#ifdef SYK_GEMV_PFD
-        /* GEMV: run ahead of the hardware prefetcher on each weight row (one line per 64 bytes). */
-        if (nr == 1 && ((kk * (int64_t)es) & 63) == 0)
-#pragma GCC unroll 8
-            for (int j = 0; j < mr; j++)
-                _mm_prefetch((const char *)w + ((size_t)j * (size_t)ldw + (size_t)kk) * es + SYK_GEMV_PFD, _MM_HINT_T0);
-#endif
 #pragma GCC unroll 8
         for (int i = 0; i < nr; i++) {
             const __m512 xv = _mm512_loadu_ps(x + i * ldx + kk);
@@ -125,7 +118,7 @@ INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *ou
     for (int i = 0; i < nr; i++) {
         float *o = out + i * ldo;
         int j = 0;
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (; j + 4 <= mr; j += 4) {
             __m128 s = red4(c[i][j], c[i][j + 1], c[i][j + 2], c[i][j + 3]);
             if (accumulate)
@@ -138,6 +131,20 @@ INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *ou
             o[j] = accumulate ? o[j] + s : s;
         }
     }
+}
+
+/* The whole k, in SYK_KC slices whose sums go through out in order (see sykern.h). */
+INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
+              int accumulate, const char *pf, const int nr, const int mr, const int dt)
+{
+    const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
+    int64_t k0 = 0;
+    do {
+        const int64_t kc = k - k0 < SYK_KC ? k - k0 : SYK_KC;
+        tile_slice(x + k0, ldx, (const char *)w + (size_t)k0 * es, ldw, out, ldo, kc, accumulate || k0 > 0,
+                   pf ? pf + (size_t)k0 * es : NULL, nr, mr, dt);
+        k0 += SYK_KC;
+    } while (k0 < k);
 }
 
 /* One column group (mr weight rows) against all n rows of x; next: the following group, or NULL. */
@@ -182,7 +189,7 @@ INL void gemm_nt(const float *x, int64_t ldx, const void *w, int64_t ldw, float 
  * last ones masked): nr x 4 accumulators, each widened v vector used nr times.
  */
 INL void pv_tile(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda, int64_t npos,
-                 int64_t d0, int64_t dv, const int nr, const int dt)
+                 int64_t d0, int64_t dv, const int nr, const int dt, const int full)
 {
     __mmask16 mk[4];
     for (int t = 0; t < 4; t++) {
@@ -197,9 +204,10 @@ INL void pv_tile(const float *p, int64_t ldp, const void *v, int64_t ldv, float 
             c[i][t] = _mm512_maskz_loadu_ps(mk[t], acc + i * lda + d0 + 16 * t);
     for (int64_t j = 0; j < npos; j++) {
         __m512 vv[4];
+        /* Plain loads when the chunk is whole: masked loads that miss the cache stall far longer here. */
 #pragma GCC unroll 4
         for (int t = 0; t < 4; t++)
-            vv[t] = load_w_m(v, j * ldv + d0 + 16 * t, dt, mk[t]);
+            vv[t] = full ? load_w(v, j * ldv + d0 + 16 * t, dt) : load_w_m(v, j * ldv + d0 + 16 * t, dt, mk[t]);
 #pragma GCC unroll 8
         for (int i = 0; i < nr; i++) {
             const __m512 pb = _mm512_set1_ps(p[i * ldp + j]);
@@ -215,24 +223,32 @@ INL void pv_tile(const float *p, int64_t ldp, const void *v, int64_t ldv, float 
             _mm512_mask_storeu_ps(acc + i * lda + d0 + 16 * t, mk[t], c[i][t]);
 }
 
+INL void pv_rows(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda, int64_t n,
+                 int64_t npos, int64_t d0, int64_t dv, const int dt, const int full)
+{
+    int64_t i = 0;
+    for (; i + NR <= n; i += NR)
+        pv_tile(p + i * ldp, ldp, v, ldv, acc + i * lda, lda, npos, d0, dv, NR, dt, full);
+    const float *pi = p + i * ldp;
+    float *ai = acc + i * lda;
+    switch (n - i) {
+    case 5: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 5, dt, full); break;
+    case 4: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 4, dt, full); break;
+    case 3: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 3, dt, full); break;
+    case 2: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 2, dt, full); break;
+    case 1: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 1, dt, full); break;
+    default: break;
+    }
+}
+
 INL void gemm_nn_acc(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda, int64_t n,
                      int64_t npos, int64_t dv, const int dt)
 {
-    for (int64_t d0 = 0; d0 < dv; d0 += 64) {
-        int64_t i = 0;
-        for (; i + NR <= n; i += NR)
-            pv_tile(p + i * ldp, ldp, v, ldv, acc + i * lda, lda, npos, d0, dv, NR, dt);
-        const float *pi = p + i * ldp;
-        float *ai = acc + i * lda;
-        switch (n - i) {
-        case 5: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 5, dt); break;
-        case 4: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 4, dt); break;
-        case 3: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 3, dt); break;
-        case 2: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 2, dt); break;
-        case 1: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 1, dt); break;
-        default: break;
-        }
-    }
+    int64_t d0 = 0;
+    for (; d0 + 64 <= dv; d0 += 64)
+        pv_rows(p, ldp, v, ldv, acc, lda, n, npos, d0, dv, dt, 1);
+    if (d0 < dv)
+        pv_rows(p, ldp, v, ldv, acc, lda, n, npos, d0, dv, dt, 0);
 }
 
 /* Cephes expf: exp(x) = 2^n * e^r, |r| <= ln2/2, scalef for the 2^n (handles underflow to 0). */

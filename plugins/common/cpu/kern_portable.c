@@ -10,7 +10,7 @@
 #include "sykconv.h"
 #include "sykern.h"
 
-#define CHUNK 1024
+#define CHUNK SYK_KC /* the slices every ISA sums k in (sykern.h) */
 
 static void widen(float *dst, const void *src, sy_dtype dt, int64_t n)
 {

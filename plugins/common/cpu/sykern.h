@@ -57,11 +57,19 @@ static inline size_t syk_wdtype_size(sy_dtype d)
 }
 
 /*
+ * k is summed in slices of SYK_KC elements: each slice's dot product is
+ * reduced to a scalar and added to out in slice order. Fixed, so a row's
+ * result never depends on how many rows were computed with it.
+ */
+#define SYK_KC 1024
+
+/*
  * out[i*ldo + j] (+)= sum_kk x[i*ldx + kk] * w[j*ldw + kk]  for i < n, j < m,
  * kk < k; "+=" when accumulate. w holds elements of the table's dtype.
- * Serial; the caller blocks for cache (see syk_gemm). Output columns are
- * reduced in groups of 4 starting at column 0 of the call, so callers keep
- * column offsets multiples of 4 for batch-invariant results.
+ * Serial; any k (sliced at SYK_KC as above, so calling once with k or once
+ * per SYK_KC slice with accumulate set after the first gives the same
+ * bits). Output columns are reduced in groups of 4 starting at column 0 of
+ * the call, so callers keep column offsets multiples of 4.
  */
 typedef void (*syk_gemm_nt_fn)(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo,
                                int64_t n, int64_t m, int64_t k, int accumulate);

@@ -5,8 +5,11 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "sykern.h"
+
+#define HUGE_PAGE ((size_t)2 << 20)
 
 void *syk_alloc(const sy_host *host, size_t size, size_t align)
 {
@@ -14,10 +17,25 @@ void *syk_alloc(const sy_host *host, size_t size, size_t align)
         size = 1;
     if (align < sizeof(void *))
         align = sizeof(void *);
-    if (host && host->alloc && host->free)
-        return host->alloc(host->ctx, size, align);
+    /*
+     * Big buffers (KV cache, MoE scratch) are read at random 4 KB tiles; with
+     * 4 KB pages every tile is a TLB miss, and under a hypervisor's nested
+     * paging a miss costs a two-dimensional page walk. Align them to 2 MB and
+     * ask for transparent huge pages (THP is often "madvise" only).
+     */
+    const int big = size >= 4 * HUGE_PAGE;
+    if (big && align < HUGE_PAGE)
+        align = HUGE_PAGE;
     void *p = NULL;
-    return posix_memalign(&p, align, size) == 0 ? p : NULL;
+    if (host && host->alloc && host->free)
+        p = host->alloc(host->ctx, size, align);
+    else if (posix_memalign(&p, align, size) != 0)
+        p = NULL;
+#ifdef MADV_HUGEPAGE
+    if (p && big)
+        (void)madvise(p, size / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE); /* advice only: failure is harmless */
+#endif
+    return p;
 }
 
 void syk_free(const sy_host *host, void *p)
