@@ -16,6 +16,7 @@ static const sy_key_decl model_keys[] = {
     {"path", SY_KEY_STRING, NULL, "Hugging Face model directory (config.json, *.safetensors, tokenizer.json)", 1, 0, NULL},
     {"tokenizer", SY_KEY_STRING, "", "directory holding tokenizer.json if not the model's", 1, 0, NULL},
     {"max_seq_len", SY_KEY_INT, "0", "longest prompt + output; 0: the model's max_position_embeddings", 0, 1 << 24, NULL},
+    {"chat_template", SY_KEY_STRING, "", "a Jinja chat template file used instead of the model's own", 1, 0, NULL},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -271,6 +272,7 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
     if ((rc = sy_tokenizer_load_dir(tok_dir, &e->tok, err)))
         goto fail;
 
+    snprintf(e->chat_template, sizeof e->chat_template, "%s", kv_str(mk, nmk, "chat_template"));
     e->max_seq_len = (int32_t)sy_kv_int(mk, nmk, "max_seq_len", 0);
     if (e->max_seq_len <= 0 || e->max_seq_len > e->mc->max_pos)
         e->max_seq_len = e->mc->max_pos;

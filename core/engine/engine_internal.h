@@ -32,6 +32,7 @@ struct sy_engine {
     sy_kv_blocks kv;
 
     int32_t max_batch_tokens, max_seqs, max_seq_len, max_blocks_per_seq;
+    char chat_template[4096]; /* [model] chat_template: a template file overriding the model's */
 
     /* Activations in device memory, sized for max_batch_tokens rows. */
     sy_tensor h, xn, q, k, v, att_out, proj, gate, up, router, sel, logits;

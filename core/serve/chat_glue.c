@@ -2,6 +2,9 @@
 
 #include "serve/chat_glue.h"
 #include "util/log.h"
+#include "util/util.h"
+
+#include <stdio.h>
 
 #include <stdlib.h>
 #include <time.h>
@@ -15,6 +18,27 @@ int sy_serve_chat_load(const char *model_dir, sy_chat_template **out, sy_err *er
                 "ChatML",
                 model_dir);
     return rc;
+}
+
+int sy_serve_chat_load_file(const char *path, sy_chat_template **out, sy_err *err)
+{
+    char *src = NULL;
+    size_t len = 0;
+    int rc = sy_read_file(path, &src, &len, err);
+    if (rc) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return sy_err_set(err, rc, "[model] chat_template: %s", why);
+    }
+    rc = sy_chat_template_compile(src, len, out, err);
+    free(src);
+    if (rc) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return sy_err_set(err, rc, "[model] chat_template %s: %s", path, why);
+    }
+    sy_info("chat template from %s", path);
+    return SY_OK;
 }
 
 /* Parses an optional JSON text; what names it in errors. */

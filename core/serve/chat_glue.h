@@ -13,6 +13,8 @@
 
 /* Loads the template of model_dir (ChatML with one warning when it has none). */
 int sy_serve_chat_load(const char *model_dir, sy_chat_template **out, sy_err *err);
+/* Compiles the template file an operator configured ([model] chat_template). */
+int sy_serve_chat_load_file(const char *path, sy_chat_template **out, sy_err *err);
 
 /* Renders; *out is malloc'd. Errors: SY_ERR_INVALID for bad JSON (with line:column) or a template error. */
 int sy_serve_chat_render(const sy_chat_template *t, const sy_tokenizer *tok, const char *messages_json,

@@ -325,7 +325,18 @@ int sy_server_new(sy_engine *e, const sy_server_opts *opts, sy_server **out, sy_
     sy_sched_stats_get(s->sched, &s->last);
     /* A template that does not compile costs chat, not the whole server: completions still work. */
     sy_err cerr = {{0}};
-    if (sy_serve_chat_load(e->model->dir, &s->chat, &cerr)) {
+    if (e->chat_template[0]) {
+        /* An operator's explicit template must work, or the server does not start. */
+        if ((rc = sy_serve_chat_load_file(e->chat_template, &s->chat, err))) {
+            sy_sched_free(s->sched);
+            sy_serve_metrics_fini(&s->metrics);
+            pthread_mutex_destroy(&s->lock);
+            pthread_cond_destroy(&s->wake);
+            pthread_cond_destroy(&s->idle);
+            free(s);
+            return rc;
+        }
+    } else if (sy_serve_chat_load(e->model->dir, &s->chat, &cerr)) {
         snprintf(s->chat_error, sizeof s->chat_error, "%s", cerr.msg);
         sy_warn("chat template: %s (chat completions will be refused)", cerr.msg);
     }

@@ -19,8 +19,12 @@ fail=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 
+# The build config ends with its [frontend:api] (http on port 30000); these
+# tests use their own frontends, so they start from the config without it.
+sed '/^\[frontend:api\]/,$d' "$SY_BUILDDIR/etc/switchyard-build.ini" >"$tmp/base.ini"
+
 # 1. No frontend: refused, with the section to add.
-if "$sy" serve -q -c "$SY_BUILDDIR/etc/switchyard-build.ini" >"$tmp/out" 2>"$tmp/err"; then
+if "$sy" serve -q -c "$tmp/base.ini" >"$tmp/out" 2>"$tmp/err"; then
     bad "serve without a frontend succeeded"
 elif grep -q 'no \[frontend:NAME\] section' "$tmp/err"; then
     ok "no frontend: refused"
@@ -29,7 +33,7 @@ else
 fi
 
 # 2. A frontend's request is served; SIGTERM drains and exits 0.
-cat "$SY_BUILDDIR/etc/switchyard-build.ini" >"$tmp/serve.ini"
+cat "$tmp/base.ini" >"$tmp/serve.ini"
 cat >>"$tmp/serve.ini" <<EOI
 [frontend:test]
 plugin = sytest-frontend
@@ -56,6 +60,23 @@ wait "$pid"
 rc=$?
 pid=
 if [ $rc -eq 0 ]; then ok "SIGTERM: exit 0"; else bad "SIGTERM: exit $rc: $(cat "$tmp/serve.err")"; fi
+
+# 3. A configured chat template that is missing or does not compile stops start-up, naming it.
+"$sy" serve -q -c "$tmp/serve.ini" --set model.chat_template="$tmp/none.jinja" --plugin-dir "$SY_TEST_PLUGIN_DIR" \
+    >"$tmp/out" 2>"$tmp/err" && bad "serve with a missing chat template started"
+if grep -qF "[model] chat_template" "$tmp/err" && grep -qF "$tmp/none.jinja" "$tmp/err"; then
+    ok "missing chat_template file: refused"
+else
+    bad "missing chat_template file: $(cat "$tmp/err")"
+fi
+printf '{%% for m in messages %%}{{ m.content }\n' >"$tmp/bad.jinja"
+"$sy" serve -q -c "$tmp/serve.ini" --set model.chat_template="$tmp/bad.jinja" --plugin-dir "$SY_TEST_PLUGIN_DIR" \
+    >"$tmp/out" 2>"$tmp/err" && bad "serve with a broken chat template started"
+if grep -qF "$tmp/bad.jinja" "$tmp/err" && grep -q "syntax error" "$tmp/err"; then
+    ok "broken chat_template file: refused with the syntax error"
+else
+    bad "broken chat_template file: $(cat "$tmp/err")"
+fi
 
 echo "test_serve_cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
