@@ -17,5 +17,6 @@ tests_plugins_sytest_frontend_la_SOURCES = tests/plugins/sytest_frontend.c
 tests_plugins_sytest_frontend_la_CPPFLAGS = $(SY_TEST_PLUGIN_CPPFLAGS)
 tests_plugins_sytest_frontend_la_CFLAGS = $(SY_PLUGIN_CFLAGS)
 tests_plugins_sytest_frontend_la_LDFLAGS = $(SY_TEST_PLUGIN_LDFLAGS)
+tests_plugins_sytest_frontend_la_LIBADD = -lpthread
 TESTS += tests/cli/test_serve_cli.sh
 EXTRA_DIST += tests/cli/test_serve_cli.sh

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "plugin/loader_config.h"
 #include "serve/server.h"
+#include "serve/serving_proxy.h"
 #include "util/log.h"
 
 #include <signal.h>
@@ -133,6 +134,22 @@ int sy_cmd_serve(int argc, char **argv)
     frontend fes[MAX_FRONTENDS];
     memset(fes, 0, sizeof fes);
     const char *dirs = co.plugin_dirs[0] ? co.plugin_dirs : NULL;
+    /* Frontends start first, on a proxy host that answers "not ready" (/health 503) until the
+     * model has loaded: a load takes minutes, and load balancers should see it happening. */
+    sy_serving_proxy *proxy = sy_serving_proxy_new();
+    if (!proxy) {
+        fprintf(stderr, "switchyard: out of memory\n");
+        goto out;
+    }
+    if (sy_loader_from_config(cfg, dirs, NULL, &ld, &err)) {
+        fprintf(stderr, "switchyard: %s\n", err.msg);
+        goto out;
+    }
+    for (size_t i = 0; i < n_fe; i++)
+        if (start_frontend(ld, sy_serving_proxy_host(proxy), cfg, sections[i], &fes[i], &err)) {
+            fprintf(stderr, "switchyard: %s\n", err.msg);
+            goto out;
+        }
     sy_engine_opts eo = {.plugin_dirs = dirs, .progress = co.verbosity >= 0};
     if (sy_engine_open(cfg, &eo, &e, &err)) {
         fprintf(stderr, "switchyard: %s\n", err.msg);
@@ -142,16 +159,11 @@ int sy_cmd_serve(int argc, char **argv)
     const char *dt = sy_config_get(cfg, "scheduler", "drain_timeout");
     const double drain_s = dt ? strtod(dt, NULL) : 30.0;
     sy_server_opts so = {.max_waiting = mw ? (int32_t)strtol(mw, NULL, 10) : 1024, .model_id = NULL};
-    if (sy_server_new(e, &so, &srv, &err) || sy_server_start(srv, &err) ||
-        sy_loader_from_config(cfg, dirs, NULL, &ld, &err)) {
+    if (sy_server_new(e, &so, &srv, &err) || sy_server_start(srv, &err)) {
         fprintf(stderr, "switchyard: %s\n", err.msg);
         goto out;
     }
-    for (size_t i = 0; i < n_fe; i++)
-        if (start_frontend(ld, sy_server_host(srv), cfg, sections[i], &fes[i], &err)) {
-            fprintf(stderr, "switchyard: %s\n", err.msg);
-            goto out;
-        }
+    sy_serving_proxy_set_target(proxy, sy_server_host(srv));
     sy_info("serving %s with %zu frontend%s (%s); SIGINT or SIGTERM to stop", sy_engine_describe(e), n_fe,
             n_fe == 1 ? "" : "s", sections[0]);
 
@@ -181,8 +193,11 @@ out:
     if (srv)
         sy_server_abort_all(srv); /* a failed start: requests already in get their final events */
     stop_frontends(fes, n_fe);
+    if (proxy)
+        sy_serving_proxy_set_target(proxy, NULL);
     sy_server_free(srv);
     destroy_frontends(fes, n_fe);
+    sy_serving_proxy_free(proxy);
     sy_loader_free(ld);
     sy_engine_close(e);
     sy_config_free(cfg);

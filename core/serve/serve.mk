@@ -8,4 +8,5 @@ libsycore_a_SOURCES += \
 	core/serve/scheduler.c core/serve/scheduler.h \
 	core/serve/metrics.c core/serve/metrics.h \
 	core/serve/server.c core/serve/server.h \
-	core/serve/chat_glue.c core/serve/chat_glue.h
+	core/serve/chat_glue.c core/serve/chat_glue.h \
+	core/serve/serving_proxy.c core/serve/serving_proxy.h

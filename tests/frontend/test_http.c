@@ -115,6 +115,11 @@ static void test_basic(int port, fake_host *fh)
     pthread_mutex_unlock(&fh->mu);
     req(port, "GET", "/health", NULL, NULL, &r);
     CHECK(r.status == 503);
+    /* Generation while not ready (loading, draining): 503 with Retry-After, before any parsing. */
+    req(port, "POST", "/v1/completions", NULL, "{\"prompt\": \"hi\", \"max_tokens\": 2}", &r);
+    CHECK(r.status == 503);
+    CHECK_CONTAINS(r.buf, "Retry-After: 5");
+    CHECK_CONTAINS(body_of(&r), "\"code\":\"not_ready\"");
     pthread_mutex_lock(&fh->mu);
     fh->ready = 1;
     pthread_mutex_unlock(&fh->mu);

@@ -1,13 +1,19 @@
 /*
- * A test frontend for `switchyard serve`: on start it submits one prompt
- * through host->serving, exactly as a network frontend would, and writes
+ * A test frontend for `switchyard serve`: it starts before the model is
+ * loaded (recording what ready() said then), waits on its own thread until
+ * ready() turns 1, then submits one prompt through host->serving, exactly
+ * as a network frontend would, and writes
  * the streamed text, the finish reason and a few API answers to the file
  * named by its `out` key (to out.tmp, renamed when complete, so the test
  * script never reads half a file).
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include "switchyard/plugin.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <time.h>
 
 typedef struct fe {
     const sy_host *host;
@@ -17,6 +23,8 @@ typedef struct fe {
     char text[4096];
     size_t len;
     int ready_at_start;
+    pthread_t thread;
+    int started;
 } fe;
 
 static const sy_key_decl keys[] = {
@@ -77,17 +85,30 @@ static void on_event(void *user, const struct sy_event *ev)
     rename(tmp, f->out);
 }
 
-static int start(void *inst, sy_err *err)
+static void write_error(const fe *f, const char *msg)
 {
-    fe *f = inst;
+    FILE *fp = fopen(f->out, "w");
+    if (fp) {
+        fprintf(fp, "error=%s\nready=%d\n", msg, f->ready_at_start);
+        fclose(fp);
+    }
+}
+
+static void *submitter(void *arg)
+{
+    fe *f = arg;
     const sy_serving_api *api = f->host->serving;
     void *ctx = f->host->ctx;
-    f->ready_at_start = api->ready(ctx);
+    const struct timespec tick = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 6000 && !api->ready(ctx); i++)
+        nanosleep(&tick, NULL);
+    sy_err err = {{0}};
     int32_t *ids = NULL;
     size_t n = 0;
-    int rc = api->tokenize(ctx, f->prompt, strlen(f->prompt), 1, &ids, &n, err);
-    if (rc)
-        return rc;
+    if (api->tokenize(ctx, f->prompt, strlen(f->prompt), 1, &ids, &n, &err)) {
+        write_error(f, err.msg);
+        return NULL;
+    }
     sy_request r;
     memset(&r, 0, sizeof r);
     r.struct_size = sizeof r;
@@ -101,12 +122,29 @@ static int start(void *inst, sy_err *err)
     r.on_event = on_event;
     r.user = f;
     uint64_t id = 0;
-    rc = api->submit(ctx, &r, &id, err); /* the host copies what it needs */
+    if (api->submit(ctx, &r, &id, &err)) /* the host copies what it needs */
+        write_error(f, err.msg);
     f->host->free(ctx, ids);
-    return rc;
+    return NULL;
 }
 
-static void stop(void *inst) { (void)inst; }
+static int start(void *inst, sy_err *err)
+{
+    fe *f = inst;
+    f->ready_at_start = f->host->serving->ready(f->host->ctx);
+    if (pthread_create(&f->thread, NULL, submitter, f) != 0)
+        return sy_err_set(err, SY_ERR_INTERNAL, "sytest-frontend: cannot start its thread");
+    f->started = 1;
+    return SY_OK;
+}
+
+static void stop(void *inst)
+{
+    fe *f = inst;
+    if (f->started)
+        pthread_join(f->thread, NULL);
+    f->started = 0;
+}
 
 static const sy_frontend_ops ops = {sizeof(sy_frontend_ops), start, stop};
 

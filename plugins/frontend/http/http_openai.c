@@ -434,6 +434,13 @@ void http_openai_handle(http_stream *st, int chat)
     r.st = st;
     r.chat = chat;
     r.req.struct_size = sizeof r.req;
+    if (s->api->ready && !s->api->ready(s->host->ctx)) {
+        /* Loading or draining: a 503 with Retry-After, which clients and load balancers retry. */
+        st->retry_after = 5;
+        http_respond_error(st, 503, "server_error", NULL, "not_ready",
+                           "the server is not ready (the model is loading, or the server is shutting down)");
+        return;
+    }
     r.root = http_parse_body(st);
     if (!r.root)
         return;
