@@ -9,3 +9,4 @@ include $(srcdir)/tests/engine.mk
 include $(srcdir)/tests/serve.mk
 include $(srcdir)/tests/frontend.mk
 include $(srcdir)/tests/chat.mk
+include $(srcdir)/tests/bench.mk

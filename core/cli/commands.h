@@ -2,6 +2,7 @@
 #ifndef SY_COMMANDS_H
 #define SY_COMMANDS_H
 
+int sy_cmd_bench(int argc, char **argv);
 int sy_cmd_generate(int argc, char **argv);
 int sy_cmd_plugins(int argc, char **argv);
 int sy_cmd_serve(int argc, char **argv);

@@ -11,6 +11,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: switchyard COMMAND [options]\n"
             "commands:\n"
+            "  bench      benchmark a running server (SGLang bench_serving's figures)\n"
             "  generate   generate text from a prompt (streams to stdout)\n"
             "  plugins    list the plugins found, with probe scores or why they cannot run\n"
             "  serve      serve the model through the configured frontends (OpenAI API over HTTP)\n"
@@ -33,6 +34,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (strcmp(cmd, "bench") == 0)
+        return sy_cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "generate") == 0)
         return sy_cmd_generate(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)

@@ -1,0 +1,166 @@
+#!/bin/sh
+# `switchyard bench` against `switchyard serve` on the build's small model:
+# HTTP/1.1 and h2c runs at two concurrency levels (table rows, token counts,
+# the JSON and the PNG checked), --single-stream, a jsonl dataset, and the
+# failures: a closed port and bad arguments.
+set -u
+: "${SY_BUILDDIR:?run through make check}"
+sy=$SY_BUILDDIR/switchyard
+python=${PYTHON:-python3}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sy-bench.XXXXXX")
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; [ -n "$pid" ] && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+
+health() { # 0 when GET /health answers 200
+    "$python" - "$1" <<'EOP'
+import sys, urllib.request
+try:
+    sys.exit(0 if urllib.request.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=2).status == 200 else 1)
+except Exception:
+    sys.exit(1)
+EOP
+}
+
+# Start the server on a port picked from $$, another one if it cannot bind.
+port=
+try=0
+while [ $try -lt 8 ] && [ -z "$port" ]; do
+    p=$((20000 + ($$ * 7 + try * 7919) % 40000))
+    try=$((try + 1))
+    "$sy" serve -q -c "$SY_BUILDDIR/etc/switchyard-build.ini" --set "frontend:api.listen=127.0.0.1:$p" \
+        >"$tmp/serve.out" 2>"$tmp/serve.err" &
+    pid=$!
+    i=0
+    while [ $i -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
+        if health "$p"; then port=$p; break; fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    if [ -z "$port" ]; then
+        kill "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        pid=
+    fi
+done
+if [ -z "$port" ]; then
+    echo "FAIL: switchyard serve did not come up: $(cat "$tmp/serve.err")"
+    exit 1
+fi
+
+# check_run NAME FILE_PREFIX ROWS NPROMPTS OUTLEN: the table, JSON and PNG of a run
+check_run() {
+    name=$1 pre=$2 rows=$3 np=$4 ol=$5
+    n=$(grep -Ec "^[0-9]+ +$np +0 " "$pre.out")
+    if [ "$n" -eq "$rows" ]; then ok "$name: $rows table rows with $np completed"; else
+        bad "$name: expected $rows rows with $np completed: $(cat "$pre.out" "$pre.err")"; fi
+    if "$python" - "$pre.json" "$rows" "$np" "$ol" >"$pre.check" 2>&1 <<'EOP'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows, n, ol = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+lv = d["levels"]
+assert len(lv) == rows, "levels: %d" % len(lv)
+need = ["completed", "failed", "duration", "total_input", "total_output", "request_throughput",
+        "input_throughput", "output_throughput", "total_throughput", "peak_output_throughput",
+        "ttft_mean", "ttft_p50", "ttft_p99", "tpot_mean", "tpot_p50", "tpot_p99", "itl_p50", "itl_p99",
+        "e2e_mean", "e2e_p50", "e2e_p99", "max_concurrency"]
+for l in lv:
+    for k in need:
+        assert k in l, "missing " + k
+    assert l["completed"] == n and l["failed"] == 0, l
+    assert l["total_output"] == n * ol, "total_output %d" % l["total_output"]
+    assert l["total_input"] == n * 32, "total_input %d" % l["total_input"]
+    assert l["duration"] > 0 and l["output_throughput"] > 0 and l["ttft_mean"] > 0
+    assert l["e2e_p50"] >= l["ttft_p50"] and l["peak_output_throughput"] > 0
+assert d["config"]["num_prompts"] == n
+EOP
+    then ok "$name: JSON"; else bad "$name: JSON: $(cat "$pre.check")"; fi
+}
+
+check_png() {
+    "$python" - "$1" <<'EOP'
+import struct, sys, zlib
+b = open(sys.argv[1], "rb").read()
+assert b[:8] == b"\x89PNG\r\n\x1a\n", "signature"
+off, kinds, idat = 8, [], b""
+while off < len(b):
+    n, = struct.unpack(">I", b[off:off + 4])
+    t = b[off + 4:off + 8]
+    data = b[off + 8:off + 8 + n]
+    crc, = struct.unpack(">I", b[off + 8 + n:off + 12 + n])
+    assert zlib.crc32(t + data) & 0xffffffff == crc, "bad CRC in " + t.decode()
+    kinds.append(t)
+    if t == b"IDAT":
+        idat += data
+    off += 12 + n
+assert kinds[0] == b"IHDR" and kinds[-1] == b"IEND", kinds
+w, h = struct.unpack(">II", b[16:24])
+raw = zlib.decompress(idat)
+assert len(raw) == h * (w + 1), "pixel data %d" % len(raw)
+assert len(set(raw)) > 3, "a blank image"
+EOP
+}
+
+# 1. HTTP/1.1, two levels, JSON and plot.
+args="--port $port --num-prompts 16 --max-concurrency 1,4 --random-input-len 32 --random-output-len 16 --no-progress"
+if "$sy" bench $args --output-json "$tmp/h1.json" --plot "$tmp/h1.png" >"$tmp/h1.out" 2>"$tmp/h1.err"; then
+    ok "HTTP/1.1 run: exit 0"; else bad "HTTP/1.1 run: exit $?: $(cat "$tmp/h1.err")"; fi
+cat "$tmp/h1.out"
+check_run "HTTP/1.1" "$tmp/h1" 2 16 16
+if check_png "$tmp/h1.png" >"$tmp/png.check" 2>&1; then ok "PNG: signature, chunk CRCs, pixel data"; else
+    bad "PNG: $(cat "$tmp/png.check")"; fi
+
+# 2. h2c, same figures.
+if "$sy" bench $args --http2 --output-json "$tmp/h2.json" >"$tmp/h2.out" 2>"$tmp/h2.err"; then
+    ok "h2c run: exit 0"; else bad "h2c run: exit $?: $(cat "$tmp/h2.err")"; fi
+grep -q "HTTP/2" "$tmp/h2.out" && ok "h2c run: says HTTP/2" || bad "h2c run: header: $(head -1 "$tmp/h2.out")"
+check_run "h2c" "$tmp/h2" 2 16 16
+
+# 3. --single-stream with --base-url.
+if "$sy" bench --base-url "http://127.0.0.1:$port" --single-stream --random-output-len 64 --no-progress \
+    >"$tmp/ss.out" 2>"$tmp/ss.err" && grep -Eq '^[0-9.]+ tok/s single stream' "$tmp/ss.out"; then
+    ok "--single-stream: tok/s single stream"; else bad "--single-stream: $(cat "$tmp/ss.out" "$tmp/ss.err")"; fi
+
+# 4. A jsonl dataset, reused to fill --num-prompts, with a request rate.
+printf '{"prompt": "Once upon a time", "output_len": 8}\n\n{"prompt": "The cat", "output_len": 4}\n' >"$tmp/p.jsonl"
+if "$sy" bench --port "$port" --dataset jsonl --dataset-path "$tmp/p.jsonl" --num-prompts 6 --request-rate 100 \
+    --ignore-eos --no-progress --output-json "$tmp/j.json" >"$tmp/j.out" 2>"$tmp/j.err" &&
+    "$python" -c 'import json,sys; l=json.load(open(sys.argv[1]))["levels"][0]; sys.exit(not (l["completed"] == 6 and l["total_output"] == 36))' "$tmp/j.json"; then
+    ok "jsonl dataset at a request rate"; else bad "jsonl: $(cat "$tmp/j.out" "$tmp/j.err")"; fi
+
+# 5. Non-2xx answers: counted as failed, the first error shown, exit 1.
+printf '{"prompt": "Once", "output_len": 100000}\n{"prompt": "The", "output_len": 2}\n' >"$tmp/bad.jsonl"
+"$sy" bench --port "$port" --dataset jsonl --dataset-path "$tmp/bad.jsonl" --num-prompts 4 --no-progress \
+    >"$tmp/f.out" 2>"$tmp/f.err"
+rc=$?
+if [ $rc -eq 1 ] && grep -Eq "^inf +2 +2 " "$tmp/f.out" && grep -q "2 requests failed; the first: HTTP 400: .*max_tokens" "$tmp/f.err"; then
+    ok "failed requests: counted, first error shown"; else
+    bad "failed requests: exit $rc: $(cat "$tmp/f.out" "$tmp/f.err")"; fi
+
+# 6. A closed port: non-zero, and says it cannot connect.
+kill "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+pid=
+if "$sy" bench --port "$port" --num-prompts 2 --no-progress >"$tmp/c.out" 2>"$tmp/c.err"; then
+    bad "closed port: exit 0"
+elif grep -q "cannot connect to 127.0.0.1:$port" "$tmp/c.err"; then
+    ok "closed port: $(cat "$tmp/c.err")"
+else
+    bad "closed port: unexpected message: $(cat "$tmp/c.err")"
+fi
+
+# 7. Bad arguments: exit 2 with the option named.
+"$sy" bench --max-concurrency 1,0 >"$tmp/a.out" 2>"$tmp/a.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--max-concurrency" "$tmp/a.err"; then ok "bad --max-concurrency: exit 2"; else
+    bad "bad --max-concurrency: exit $rc: $(cat "$tmp/a.err")"; fi
+"$sy" bench --dataset jsonl >"$tmp/a.out" 2>"$tmp/a.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--dataset-path" "$tmp/a.err"; then ok "jsonl without a path: exit 2"; else
+    bad "jsonl without a path: exit $rc: $(cat "$tmp/a.err")"; fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
