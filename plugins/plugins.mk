@@ -12,6 +12,8 @@ include $(srcdir)/plugins/attn/cpu/attn-cpu.mk
 include $(srcdir)/plugins/attn/cpu-ref/attn-cpu-ref.mk
 include $(srcdir)/plugins/moe/cpu/moe-cpu.mk
 include $(srcdir)/plugins/comm/local/comm-local.mk
+include $(srcdir)/plugins/comm/shm/comm-shm.mk
+include $(srcdir)/plugins/comm/mpi/comm-mpi.mk
 
 # Kernel micro-benchmark (GEMV GB/s, GEMM GFLOP/s against measured bandwidth).
 noinst_PROGRAMS += tools/bench_kernels

@@ -10,3 +10,4 @@ include $(srcdir)/tests/serve.mk
 include $(srcdir)/tests/frontend.mk
 include $(srcdir)/tests/chat.mk
 include $(srcdir)/tests/bench.mk
+include $(srcdir)/tests/comm.mk

@@ -3,6 +3,7 @@
 #define SY_COMMANDS_H
 
 int sy_cmd_bench(int argc, char **argv);
+int sy_cmd_bench_comm(int argc, char **argv);
 int sy_cmd_generate(int argc, char **argv);
 int sy_cmd_plugins(int argc, char **argv);
 int sy_cmd_serve(int argc, char **argv);

@@ -12,6 +12,7 @@ static void usage(FILE *f)
             "usage: switchyard COMMAND [options]\n"
             "commands:\n"
             "  bench      benchmark a running server (SGLang bench_serving's figures)\n"
+            "  bench-comm allreduce latency and bus bandwidth of the comm plugins (nccl-tests' table)\n"
             "  generate   generate text from a prompt (streams to stdout)\n"
             "  plugins    list the plugins found, with probe scores or why they cannot run\n"
             "  serve      serve the model through the configured frontends (OpenAI API over HTTP)\n"
@@ -36,6 +37,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "bench") == 0)
         return sy_cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench-comm") == 0)
+        return sy_cmd_bench_comm(argc - 1, argv + 1);
     if (strcmp(cmd, "generate") == 0)
         return sy_cmd_generate(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)

@@ -121,6 +121,20 @@ static int barrier(void *inst, sy_err *err)
     return SY_OK;
 }
 
+/* One rank only: anything else needs a real transport (shm, mpi). */
+static int setup(void *inst, int rank, int world_size, const char *rendezvous, double timeout_s, sy_err *err)
+{
+    (void)inst;
+    (void)rendezvous;
+    (void)timeout_s;
+    if (world_size != 1 || rank != 0)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                          "comm local: rank %d of %d, but local is one process (world_size 1); use shm or mpi for "
+                          "tensor_parallel > 1",
+                          rank, world_size);
+    return SY_OK;
+}
+
 static const sy_comm_ops ops = {
     .struct_size = sizeof(sy_comm_ops),
     .rank = rank,
@@ -129,6 +143,7 @@ static const sy_comm_ops ops = {
     .allgather = allgather,
     .broadcast = broadcast,
     .barrier = barrier,
+    .setup = setup,
 };
 
 static const sy_plugin_desc desc = {

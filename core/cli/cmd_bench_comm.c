@@ -1,0 +1,447 @@
+/*
+ * `switchyard bench-comm`: allreduce latency and bandwidth by message size
+ * for the comm plugins, in the table format of nccl-tests (size, count,
+ * type, redop, time, algbw, busbw, #wrong), plus the algorithm each size
+ * took.
+ *
+ * For shm and local it starts the ranks itself: it forks --ranks children,
+ * each loads the plugin through the loader and joins the group with
+ * setup(rank, N, a rendezvous name unique to this run, --timeout). With
+ * --launched the ranks come from a launcher instead (mpirun: the
+ * OMPI_COMM_WORLD_RANK/SIZE environment), which is how mpi runs.
+ *
+ * busbw = algbw * 2(n-1)/n, as nccl-tests reports for allreduce. #wrong
+ * counts elements that differ from the exact sum (the inputs are small
+ * integers, so every summation order gives the same exact result).
+ */
+#include "config.h"
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "plugin/config.h"
+#include "plugin/host.h"
+#include "plugin/loader.h"
+#include "plugin/loader_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct bench_opts {
+    sy_cli_common common;
+    const char *plugin; /* local|shm|mpi|all|a path */
+    int ranks;
+    unsigned long long min_bytes, max_bytes;
+    int factor;
+    int iters;  /* 0: by size */
+    int warmup;
+    double timeout_s;
+    int launched;
+    const char *rendezvous;
+} bench_opts;
+
+typedef const char *(*algorithm_fn)(void *inst, size_t bytes);
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: switchyard bench-comm [--plugin local|shm|mpi|all|PATH] [--ranks N] [--min-bytes SIZE]\n"
+            "                             [--max-bytes SIZE] [--factor F] [--iters N] [--warmup N] [--timeout S]\n"
+            "                             [--launched] [--rendezvous NAME] [-c CONFIG] [--set comm.KEY=VALUE]...\n"
+            "                             [--plugin-dir DIR]...\n"
+            "Allreduce (float, sum, in place) latency and bandwidth by size, as nccl-tests prints them.\n"
+            "  --plugin      the comm plugin (default all: every comm plugin that can run here)\n"
+            "  --ranks N     ranks to fork for shm (default 2; local is always 1)\n"
+            "  --min-bytes / --max-bytes  sizes, multiplied by --factor (default 8 .. 64M, factor 2)\n"
+            "  --iters N     timed iterations per size (default: by size, 5..1000); --warmup N (default 5)\n"
+            "  --timeout S   bound on the rendezvous and every collective (default 30)\n"
+            "  --launched    ranks come from the launcher (mpirun), not forked here:\n"
+            "                mpirun -n 2 switchyard bench-comm --plugin mpi --launched\n"
+            "  --set comm.KEY=VALUE  plugin keys, e.g. comm.algorithm=twoshot comm.crossover=256K\n"
+            "Exit status: 0; 1 when a rank fails or a result is wrong; 2 on bad usage.\n");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v;
+        long long n;
+        int rc = sy_cli_common_arg(&o->common, argc, argv, &i);
+        if (rc < 0)
+            return -1;
+        if (rc > 0)
+            continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--launched")) {
+            o->launched = 1;
+        } else if (!strcmp(a, "--plugin") || !strcmp(a, "--rendezvous")) {
+            if (!(v = sy_cli_value(argc, argv, &i)))
+                return -1;
+            *(a[2] == 'p' ? &o->plugin : &o->rendezvous) = v;
+        } else if (!strcmp(a, "--min-bytes") || !strcmp(a, "--max-bytes")) {
+            if (!(v = sy_cli_value(argc, argv, &i)))
+                return -1;
+            unsigned long long *dst = a[3] == 'i' ? &o->min_bytes : &o->max_bytes;
+            if (sy_parse_size(v, dst) != 0 || *dst < 4 || *dst > (1ull << 40)) {
+                fprintf(stderr, "switchyard bench-comm: option %s expects a size from 4 to 1T (e.g. 8, 64K, 1M), "
+                        "found \"%s\"\n", a, v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--ranks") || !strcmp(a, "--factor") || !strcmp(a, "--iters") ||
+                   !strcmp(a, "--warmup")) {
+            if (!(v = sy_cli_value(argc, argv, &i)))
+                return -1;
+            const int lo = !strcmp(a, "--warmup") ? 0 : !strcmp(a, "--factor") ? 2 : 1;
+            if (sy_cli_int(a, v, lo, 1000000, &n))
+                return -1;
+            *(!strcmp(a, "--ranks") ? &o->ranks : !strcmp(a, "--factor") ? &o->factor
+                                                : !strcmp(a, "--iters") ? &o->iters : &o->warmup) = (int)n;
+        } else if (!strcmp(a, "--timeout")) {
+            if (!(v = sy_cli_value(argc, argv, &i)) || sy_cli_float(a, v, 0.001, 1e6, &o->timeout_s))
+                return -1;
+        } else {
+            fprintf(stderr, "switchyard bench-comm: unknown option \"%s\"\n", a);
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (o->min_bytes > o->max_bytes) {
+        fprintf(stderr, "switchyard bench-comm: --min-bytes %llu is above --max-bytes %llu\n", o->min_bytes,
+                o->max_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+/* -c CONFIG when given, else an empty configuration; --set applies either way. */
+static int load_config(bench_opts *o, sy_config **cfg)
+{
+    if (o->common.config_path)
+        return sy_cli_load_config(&o->common, cfg);
+    sy_err err = {{0}};
+    if (!(*cfg = sy_config_new())) {
+        fprintf(stderr, "switchyard bench-comm: out of memory\n");
+        return -1;
+    }
+    for (int i = 0; i < o->common.n_sets; i++)
+        if (sy_config_set(*cfg, o->common.sets[i], &err)) {
+            fprintf(stderr, "switchyard bench-comm: --set %s: %s\n", o->common.sets[i], err.msg);
+            sy_config_free(*cfg);
+            *cfg = NULL;
+            return -1;
+        }
+    return 0;
+}
+
+/* The comm instance of one rank, with what it needs to be torn down. */
+typedef struct rank_ctx {
+    sy_host_ctx host;
+    sy_config *cfg;
+    sy_loader *ld;
+    sy_plugin_inst *pi;
+    const sy_comm_ops *ops;
+    algorithm_fn algorithm;
+} rank_ctx;
+
+static void rank_close(rank_ctx *r)
+{
+    if (r->pi)
+        sy_plugin_inst_destroy(r->pi);
+    if (r->ld)
+        sy_loader_free(r->ld);
+    if (r->cfg)
+        sy_config_free(r->cfg);
+    sy_host_fini(&r->host);
+}
+
+static int rank_open(bench_opts *o, const char *plugin, int rank, int world, const char *rendezvous, rank_ctx *r)
+{
+    sy_err err = {{0}};
+    memset(r, 0, sizeof *r);
+    sy_host_init(&r->host);
+    if (load_config(o, &r->cfg))
+        return -1;
+    if (sy_loader_from_config(r->cfg, o->common.plugin_dirs[0] ? o->common.plugin_dirs : NULL, NULL, &r->ld, &err)) {
+        fprintf(stderr, "switchyard bench-comm: %s\n", err.msg);
+        return -1;
+    }
+    sy_plugin *p = NULL;
+    if (sy_loader_resolve(r->ld, SY_KIND_COMM, plugin, NULL, &r->host.api, &p, &err)) {
+        fprintf(stderr, "switchyard bench-comm: comm plugin %s: %s\n", plugin, err.msg);
+        return -1;
+    }
+    /* [comm] keys belong to the plugin the section names (or to any, when it names none). */
+    const char *named = sy_config_get(r->cfg, "comm", "plugin");
+    const char *section = !named || !strcmp(named, p->desc->name) ? "comm" : "comm (not this plugin's)";
+    const sy_plugin_desc *desc = p->desc;
+    if (sy_plugin_create(p, &r->host.api, r->cfg, section, &r->pi, &err)) {
+        fprintf(stderr, "switchyard bench-comm: comm plugin %s: %s\n", plugin, err.msg);
+        return -1;
+    }
+    r->ops = r->pi->ops;
+    r->algorithm = desc->get_proc ? (algorithm_fn)desc->get_proc("algorithm") : NULL;
+    const size_t need = offsetof(sy_comm_ops, setup) + sizeof r->ops->setup;
+    if (r->ops->struct_size >= need && r->ops->setup) {
+        if (r->ops->setup(r->pi->inst, rank, world, rendezvous, o->timeout_s, &err)) {
+            fprintf(stderr, "switchyard bench-comm: rank %d: %s\n", rank, err.msg);
+            return -1;
+        }
+    } else if (world != 1) {
+        fprintf(stderr, "switchyard bench-comm: comm plugin %s has no setup op, so it cannot join %d ranks\n",
+                desc->name, world);
+        return -1;
+    }
+    return 0;
+}
+
+static float expected_value(size_t i, int world)
+{
+    float s = 0;
+    for (int r = 0; r < world; r++)
+        s += (float)((int)((i * 7 + (size_t)r * 13) % 17) - 8);
+    return s;
+}
+
+/* One size: the timed loop, then a checked run. Returns 0, or -1 (printed). */
+static int bench_size(bench_opts *o, rank_ctx *r, float *buf, size_t bytes, double *bw_sum, int *n_rows)
+{
+    sy_err err = {{0}};
+    void *inst = r->pi->inst;
+    const int rank = r->ops->rank(inst), world = r->ops->size(inst);
+    const size_t count = bytes / sizeof(float) ? bytes / sizeof(float) : 1;
+    bytes = count * sizeof(float);
+    sy_tensor t = sy_tensor_2d(buf, SY_DTYPE_F32, 1, (int64_t)count);
+    int iters = o->iters;
+    if (!iters) {
+        unsigned long long it = (256ull << 20) / bytes;
+        iters = it < 5 ? 5 : it > 1000 ? 1000 : (int)it;
+    }
+    memset(buf, 0, bytes);
+    for (int i = 0; i < o->warmup; i++)
+        if (r->ops->allreduce_sum(inst, &t, &err))
+            goto fail;
+    if (r->ops->barrier && r->ops->barrier(inst, &err))
+        goto fail;
+    const double t0 = now_s();
+    for (int i = 0; i < iters; i++)
+        if (r->ops->allreduce_sum(inst, &t, &err))
+            goto fail;
+    const double us = (now_s() - t0) / iters * 1e6;
+    for (size_t i = 0; i < count; i++)
+        buf[i] = (float)((int)((i * 7 + (size_t)rank * 13) % 17) - 8);
+    if (r->ops->allreduce_sum(inst, &t, &err))
+        goto fail;
+    float wrong = 0;
+    for (size_t i = 0; i < count; i++)
+        wrong += buf[i] != expected_value(i, world);
+    sy_tensor w = sy_tensor_2d(&wrong, SY_DTYPE_F32, 1, 1);
+    if (r->ops->allreduce_sum(inst, &w, &err))
+        goto fail;
+    const double algbw = (double)bytes / (us * 1e-6) / 1e9;
+    const double busbw = algbw * 2.0 * (world - 1) / world;
+    if (rank == 0) {
+        const char *algo = r->algorithm ? r->algorithm(inst, bytes) : "-";
+        printf("%12zu  %12zu  %8s  %6s  %9.2f  %8.3f  %8.3f  %6.0f  %s\n", bytes, count, "float", "sum", us, algbw,
+               busbw, wrong, algo);
+        fflush(stdout);
+    }
+    *bw_sum += busbw;
+    (*n_rows)++;
+    return wrong == 0 ? 0 : -1;
+fail:
+    fprintf(stderr, "switchyard bench-comm: rank %d, %zu bytes: %s\n", rank, bytes, err.msg);
+    return -1;
+}
+
+/* One rank's whole run. Returns the exit status. */
+static int run_rank(bench_opts *o, const char *plugin, int rank, int world, const char *rendezvous)
+{
+    rank_ctx r;
+    int status = 1;
+    if (rank_open(o, plugin, rank, world, rendezvous, &r))
+        goto out;
+    rank = r.ops->rank(r.pi->inst);
+    world = r.ops->size(r.pi->inst);
+    size_t cap = (size_t)o->max_bytes / sizeof(float) * sizeof(float);
+    float *buf = aligned_alloc(64, (cap + 63) / 64 * 64);
+    if (!buf) {
+        fprintf(stderr, "switchyard bench-comm: rank %d: cannot allocate %zu bytes\n", rank, cap);
+        goto out;
+    }
+    if (rank == 0) {
+        printf("# switchyard bench-comm: comm plugin %s, %d rank%s, allreduce float sum in place, timeout %.0f s\n",
+               r.pi->plugin->desc->name, world, world == 1 ? "" : "s", o->timeout_s);
+        printf("#\n# %10s  %12s  %8s  %6s  %9s  %8s  %8s  %6s  %s\n", "size", "count", "type", "redop", "time",
+               "algbw", "busbw", "#wrong", "algorithm");
+        printf("# %10s  %12s  %8s  %6s  %9s  %8s  %8s  %6s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
+               "(GB/s)", "");
+        fflush(stdout);
+    }
+    double bw_sum = 0;
+    int rows = 0, bad = 0;
+    for (unsigned long long b = o->min_bytes; b <= o->max_bytes; b *= (unsigned long long)o->factor) {
+        int rc = bench_size(o, &r, buf, (size_t)b, &bw_sum, &rows);
+        if (rc)
+            bad = 1;
+        if (rc && rows == 0)
+            break; /* a collective failed rather than a wrong result */
+    }
+    if (rank == 0 && rows) {
+        printf("# Out of bounds values : %s\n# Avg bus bandwidth    : %.3f GB/s\n#\n", bad ? "FAILED" : "0 OK",
+               bw_sum / rows);
+        fflush(stdout);
+    }
+    free(buf);
+    status = bad;
+out:
+    rank_close(&r);
+    return status;
+}
+
+/* Forks the ranks of one plugin and waits for them all. */
+static int run_forked(bench_opts *o, const char *plugin, int world)
+{
+    char rendezvous[128];
+    snprintf(rendezvous, sizeof rendezvous, "bench-%ld-%ld-%.32s", (long)getpid(), (long)time(NULL), plugin);
+    pid_t pids[256];
+    fflush(stdout);
+    fflush(stderr);
+    for (int rank = 0; rank < world; rank++) {
+        pids[rank] = fork();
+        if (pids[rank] < 0) {
+            perror("switchyard bench-comm: fork");
+            world = rank;
+            break;
+        }
+        if (pids[rank] == 0) {
+            int st = run_rank(o, plugin, rank, world, rendezvous);
+            fflush(stdout);
+            fflush(stderr);
+            _exit(st);
+        }
+    }
+    int status = 0;
+    for (int rank = 0; rank < world; rank++) {
+        int ws = 0;
+        if (waitpid(pids[rank], &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+            if (WIFSIGNALED(ws))
+                fprintf(stderr, "switchyard bench-comm: rank %d (pid %d) killed by signal %d\n", rank,
+                        (int)pids[rank], WTERMSIG(ws));
+            status = 1;
+        }
+    }
+    return status;
+}
+
+static int env_int(const char *const *names, int dflt)
+{
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v && *v)
+            return atoi(v);
+    }
+    return dflt;
+}
+
+/* The comm plugins that can run here, for --plugin all: up to 16 names into names. */
+static int available_plugins(bench_opts *o, char names[16][64])
+{
+    sy_config *cfg = NULL;
+    sy_loader *ld = NULL;
+    sy_host_ctx host;
+    sy_err err = {{0}};
+    sy_plugin_listing *l = NULL;
+    size_t n = 0;
+    int count = 0;
+    sy_host_init(&host);
+    if (load_config(o, &cfg) == 0 &&
+        sy_loader_from_config(cfg, o->common.plugin_dirs[0] ? o->common.plugin_dirs : NULL, NULL, &ld, &err) == 0 &&
+        sy_loader_list(ld, &host.api, &l, &n, &err) == 0) {
+        for (size_t i = 0; i < n && count < 16; i++) {
+            if (!l[i].desc || l[i].desc->kind != SY_KIND_COMM || l[i].score <= 0)
+                continue;
+            int dup = 0;
+            for (int j = 0; j < count; j++)
+                dup |= !strcmp(names[j], l[i].desc->name);
+            if (!dup)
+                snprintf(names[count++], 64, "%s", l[i].desc->name);
+        }
+        sy_loader_list_free(ld, l, n);
+    } else if (err.msg[0]) {
+        fprintf(stderr, "switchyard bench-comm: %s\n", err.msg);
+    }
+    if (ld)
+        sy_loader_free(ld);
+    if (cfg)
+        sy_config_free(cfg);
+    sy_host_fini(&host);
+    return count;
+}
+
+int sy_cmd_bench_comm(int argc, char **argv)
+{
+    bench_opts o;
+    memset(&o, 0, sizeof o);
+    o.plugin = "all";
+    o.ranks = 2;
+    o.min_bytes = 8;
+    o.max_bytes = 64ull << 20;
+    o.factor = 2;
+    o.warmup = 5;
+    o.timeout_s = 30;
+    if (parse_args(argc, argv, &o))
+        return 2;
+    if (o.ranks > 256) {
+        fprintf(stderr, "switchyard bench-comm: --ranks %d, at most 256\n", o.ranks);
+        return 2;
+    }
+    if (o.launched) {
+        static const char *const rank_env[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", NULL};
+        static const char *const size_env[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
+        const int rank = env_int(rank_env, -1), world = env_int(size_env, -1);
+        if (strcmp(o.plugin, "mpi") != 0 && (rank < 0 || world < 1)) {
+            fprintf(stderr, "switchyard bench-comm: --launched, but no launcher set OMPI_COMM_WORLD_RANK/SIZE\n");
+            return 2;
+        }
+        return run_rank(&o, strcmp(o.plugin, "all") ? o.plugin : "mpi", rank, world,
+                        o.rendezvous ? o.rendezvous : "bench-launched");
+    }
+    char names[16][64];
+    int n = 1;
+    if (strcmp(o.plugin, "all") == 0) {
+        n = available_plugins(&o, names);
+        if (n == 0) {
+            fprintf(stderr, "switchyard bench-comm: no comm plugin can run here (see `switchyard plugins`)\n");
+            return 1;
+        }
+    } else {
+        snprintf(names[0], sizeof names[0], "%s", o.plugin);
+    }
+    int status = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(names[i], "mpi") == 0) {
+            printf("# comm plugin mpi: ranks come from mpirun; run\n"
+                   "#   mpirun -n %d switchyard bench-comm --plugin mpi --launched\n"
+                   "# (as root add --allow-run-as-root; in a container --oversubscribe --mca btl self,vader)\n#\n",
+                   o.ranks);
+            fflush(stdout);
+            continue;
+        }
+        const int world = strcmp(names[i], "local") == 0 ? 1 : o.ranks;
+        status |= run_forked(&o, names[i], world);
+    }
+    return status;
+}
