@@ -7,6 +7,8 @@
 
 #include "engine/engine_internal.h"
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +84,32 @@ static sy_tensor per_head(const sy_tensor *t, int64_t n, int64_t heads)
     return v;
 }
 
+/*
+ * Linears of one input as one device op when the device has linear_multi
+ * (an optional op appended to the table), else one call each. The results
+ * are the same either way; SY_ENGINE_FUSE=0 in the environment forces the
+ * separate calls (A/B timing, bisecting a device).
+ */
+static bool use_linear_multi(const sy_device_ops *dev)
+{
+    const char *v = getenv("SY_ENGINE_FUSE"); /* once per step: no cached state shared between engines */
+    return (!v || strcmp(v, "0") != 0) &&
+           dev->struct_size >= offsetof(sy_device_ops, linear_multi) + sizeof dev->linear_multi && dev->linear_multi;
+}
+
+static int linears(const sy_device_ops *dev, void *di, bool multi, const sy_tensor *x, int32_t n,
+                   const sy_tensor *const *w, const sy_tensor *const *bias, sy_tensor *const *out, sy_err *err)
+{
+    if (n > 1 && multi)
+        return dev->linear_multi(di, x, n, w, bias, out, err);
+    for (int32_t i = 0; i < n; i++) {
+        int rc = dev->linear(di, x, w[i], bias ? bias[i] : NULL, out[i], err);
+        if (rc)
+            return rc;
+    }
+    return SY_OK;
+}
+
 static int check_step(const sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, int32_t *n_tokens, sy_err *err)
 {
     if (n_seqs <= 0 || n_seqs > e->max_seqs)
@@ -148,6 +176,7 @@ int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float 
     sy_tensor h = rows(&e->h, T), xn = rows(&e->xn, T), q = rows(&e->q, T), k = rows(&e->k, T),
               v = rows(&e->v, T), att = rows(&e->att_out, T), proj = rows(&e->proj, T);
     const int tp = e->com->size(e->comm->inst) > 1;
+    const bool multi = use_linear_multi(dev);
 
     /* h [T,H] = embed(ids) */
     if ((rc = dev->embed(di, &e->embed, e->ids, T, &h, err)))
@@ -161,11 +190,15 @@ int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float 
             rc = dev->add_rmsnorm(di, &h, &proj, &w->attn_norm, c->rms_eps, &xn, err);
         if (rc)
             return rc;
-        /* q [T, Nh*D], k/v [T, Nkv*D] */
-        if ((rc = dev->linear(di, &xn, &w->wq, w->bq.data ? &w->bq : NULL, &q, err)) ||
-            (rc = dev->linear(di, &xn, &w->wk, w->bk.data ? &w->bk : NULL, &k, err)) ||
-            (rc = dev->linear(di, &xn, &w->wv, w->bv.data ? &w->bv : NULL, &v, err)))
-            return rc;
+        /* q [T, Nh*D], k/v [T, Nkv*D]: one op */
+        {
+            const sy_tensor *ws[3] = {&w->wq, &w->wk, &w->wv};
+            const sy_tensor *bs[3] = {w->bq.data ? &w->bq : NULL, w->bk.data ? &w->bk : NULL,
+                                      w->bv.data ? &w->bv : NULL};
+            sy_tensor *os[3] = {&q, &k, &v};
+            if ((rc = linears(dev, di, multi, &xn, 3, ws, bs, os, err)))
+                return rc;
+        }
         if (w->q_norm.data) { /* Qwen3: RMSNorm of each head before RoPE */
             sy_tensor qh = per_head(&q, T, c->n_heads), kh = per_head(&k, T, c->n_kv_heads);
             if ((rc = dev->rmsnorm(di, &qh, &w->q_norm, c->rms_eps, &qh, err)) ||
@@ -196,8 +229,9 @@ int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float 
             sy_tensor gate = rows(&e->gate, T), up = rows(&e->up, T);
             gate.shape[1] = up.shape[1] = w->w_gate.shape[0];
             gate.stride[0] = up.stride[0] = gate.shape[1];
-            if ((rc = dev->linear(di, &xn, &w->w_gate, NULL, &gate, err)) ||
-                (rc = dev->linear(di, &xn, &w->w_up, NULL, &up, err)) ||
+            const sy_tensor *ws[2] = {&w->w_gate, &w->w_up};
+            sy_tensor *os[2] = {&gate, &up};
+            if ((rc = linears(dev, di, multi, &xn, 2, ws, NULL, os, err)) ||
                 (rc = dev->silu_mul(di, &gate, &up, &gate, err)) ||
                 (rc = dev->linear(di, &gate, &w->w_down, NULL, &proj, err)))
                 return rc;

@@ -517,6 +517,18 @@ typedef struct sy_device_ops {
     int (*add)(void *inst, sy_tensor *acc, const sy_tensor *x, sy_err *err);
     /* Waits for queued work. */
     int (*synchronize)(void *inst, sy_err *err);
+    /*
+     * Optional (appended in ABI 1.0's device table; a caller checks that
+     * struct_size covers it, and that it is non-NULL, before calling it,
+     * else calls linear once per part). n (1..8) linears of the same x as
+     * one op: out[i][n, m_i] = x[n, k] . w[i][m_i, k]^T (+ bias[i] when
+     * bias and bias[i] are non-NULL), each out[i] its own tensor. Results
+     * must equal n separate linear calls; the op only saves the per-op
+     * overheads (one pass of the device's workers; the core uses it for
+     * q/k/v and gate/up).
+     */
+    int (*linear_multi)(void *inst, const sy_tensor *x, int32_t n, const sy_tensor *const *w,
+                        const sy_tensor *const *bias, sy_tensor *const *out, sy_err *err);
 } sy_device_ops;
 
 /*
@@ -631,6 +643,22 @@ typedef struct sy_comm_ops {
     int (*allgather)(void *inst, const sy_tensor *in, sy_tensor *out, sy_err *err);
     int (*broadcast)(void *inst, void *buf, size_t bytes, int root, sy_err *err);
     int (*barrier)(void *inst, sy_err *err);
+    /*
+     * Optional (appended in ABI 1.0's comm table; a caller checks that
+     * struct_size covers it, and that it is non-NULL, before calling it).
+     * Joins the group: this process is `rank` of `world_size`. rendezvous is
+     * an opaque string the launcher gives every rank of one run, unique per
+     * run (a shared-memory name, "host:port", ...). rank < 0 or
+     * world_size <= 0 asks the plugin to take them from its launcher where it
+     * has one (mpi); otherwise a plugin that knows them checks they agree.
+     * timeout_s (> 0) bounds the rendezvous and every collective afterwards:
+     * a dead or stuck peer makes the op fail with SY_ERR_UNAVAILABLE and a
+     * message naming the rank, never hang (<= 0: no time limit, dead peers
+     * are still detected where the transport can tell). Called once, before
+     * any collective; after a failed collective the instance only reports
+     * errors, destroy it.
+     */
+    int (*setup)(void *inst, int rank, int world_size, const char *rendezvous, double timeout_s, sy_err *err);
 } sy_comm_ops;
 
 /* ---------------------------------------------------------- frontend ops */

@@ -78,20 +78,197 @@ static double read_bandwidth(int threads, size_t bytes)
     return best;
 }
 
+
+/* ---------------------------------------------------------------- --profile
+ * Wraps the engine's device and attention op tables with timers: time per
+ * op (linears by weight shape) over one run, so a decode's time splits
+ * into weight streaming, attention and glue. Timing each op adds a clock
+ * read per op; the figures are for finding the gap, not for the table. */
+
+#define PROF_MAX 64
+typedef struct prof_slot {
+    char name[48];
+    double s;
+    uint64_t calls, bytes;
+} prof_slot;
+static prof_slot prof[PROF_MAX];
+static int prof_n;
+static const sy_device_ops *prof_dev;
+static const sy_attn_ops *prof_att;
+static sy_device_ops prof_dev_ops;
+static sy_attn_ops prof_att_ops;
+
+static prof_slot *prof_get(const char *name)
+{
+    for (int i = 0; i < prof_n; i++)
+        if (strcmp(prof[i].name, name) == 0)
+            return &prof[i];
+    if (prof_n == PROF_MAX)
+        return &prof[PROF_MAX - 1];
+    snprintf(prof[prof_n].name, sizeof prof[prof_n].name, "%s", name);
+    return &prof[prof_n++];
+}
+
+static void prof_add(const char *name, double t0, uint64_t bytes)
+{
+    prof_slot *p = prof_get(name);
+    p->s += sy_now() - t0;
+    p->calls++;
+    p->bytes += bytes;
+}
+
+static int prof_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy_tensor *bias, sy_tensor *out,
+                       sy_err *err)
+{
+    const double t0 = sy_now();
+    int rc = prof_dev->linear(inst, x, w, bias, out, err);
+    char nm[48];
+    snprintf(nm, sizeof nm, "linear %lldx%lld n=%s", (long long)w->shape[0], (long long)w->shape[1],
+             x->shape[0] == 1 ? "1" : ">1");
+    prof_add(nm, t0, sy_tensor_nbytes(w));
+    return rc;
+}
+
+static int prof_linear_multi(void *inst, const sy_tensor *x, int32_t n, const sy_tensor *const *w,
+                             const sy_tensor *const *bias, sy_tensor *const *out, sy_err *err)
+{
+    const double t0 = sy_now();
+    int rc = prof_dev->linear_multi(inst, x, n, w, bias, out, err);
+    char nm[48];
+    int64_t m = 0;
+    uint64_t bytes = 0;
+    for (int32_t i = 0; i < n; i++) {
+        m += w[i]->shape[0];
+        bytes += sy_tensor_nbytes(w[i]);
+    }
+    snprintf(nm, sizeof nm, "linear_multi %dx %lldx%lld n=%s", n, (long long)m, (long long)w[0]->shape[1],
+             x->shape[0] == 1 ? "1" : ">1");
+    prof_add(nm, t0, bytes);
+    return rc;
+}
+
+static int prof_embed(void *inst, const sy_tensor *table, const int32_t *ids, int64_t n, sy_tensor *out, sy_err *err)
+{
+    const double t0 = sy_now();
+    int rc = prof_dev->embed(inst, table, ids, n, out, err);
+    prof_add("embed", t0, 0);
+    return rc;
+}
+
+static int prof_rmsnorm(void *inst, const sy_tensor *x, const sy_tensor *w, float eps, sy_tensor *out, sy_err *err)
+{
+    const double t0 = sy_now();
+    int rc = prof_dev->rmsnorm(inst, x, w, eps, out, err);
+    prof_add("rmsnorm", t0, 0);
+    return rc;
+}
+
+static int prof_add_rmsnorm(void *inst, sy_tensor *residual, const sy_tensor *x, const sy_tensor *w, float eps,
+                            sy_tensor *out, sy_err *err)
+{
+    const double t0 = sy_now();
+    int rc = prof_dev->add_rmsnorm(inst, residual, x, w, eps, out, err);
+    prof_add("add_rmsnorm", t0, 0);
+    return rc;
+}
+
+static int prof_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_params *p, sy_err *err)
+{
+    const double t0 = sy_now();
+    int rc = prof_dev->rope(inst, x, pos, p, err);
+    prof_add("rope", t0, 0);
+    return rc;
+}
+
+static int prof_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up, sy_tensor *out, sy_err *err)
+{
+    const double t0 = sy_now();
+    int rc = prof_dev->silu_mul(inst, gate, up, out, err);
+    prof_add("silu_mul", t0, 0);
+    return rc;
+}
+
+static int prof_download(void *inst, void *dst, const sy_tensor *src, size_t bytes, sy_err *err)
+{
+    const double t0 = sy_now();
+    int rc = prof_dev->download(inst, dst, src, bytes, err);
+    prof_add("download", t0, 0);
+    return rc;
+}
+
+static int prof_attn(void *inst, int32_t layer, const sy_attn_batch *b, const sy_tensor *q, const sy_tensor *k,
+                     const sy_tensor *v, sy_tensor *out, sy_err *err)
+{
+    const double t0 = sy_now();
+    int rc = prof_att->forward(inst, layer, b, q, k, v, out, err);
+    prof_add("attention", t0, 0);
+    return rc;
+}
+
+static void prof_install(sy_engine *e)
+{
+    prof_dev = e->dev;
+    prof_att = e->att;
+    prof_dev_ops = *e->dev;
+    prof_att_ops = *e->att;
+    prof_dev_ops.linear = prof_linear;
+    if (prof_dev_ops.linear_multi)
+        prof_dev_ops.linear_multi = prof_linear_multi;
+    prof_dev_ops.embed = prof_embed;
+    prof_dev_ops.rmsnorm = prof_rmsnorm;
+    prof_dev_ops.add_rmsnorm = prof_add_rmsnorm;
+    prof_dev_ops.rope = prof_rope;
+    prof_dev_ops.silu_mul = prof_silu_mul;
+    prof_dev_ops.download = prof_download;
+    prof_att_ops.forward = prof_attn;
+    e->dev = &prof_dev_ops;
+    e->att = &prof_att_ops;
+}
+
+static void prof_reset(void)
+{
+    prof_n = 0;
+    memset(prof, 0, sizeof prof);
+}
+
+/* Per generated token: time in each op, and GB/s for the linears. */
+static void prof_print(const char *what, double total_s, double per)
+{
+    double ops = 0;
+    for (int i = 0; i < prof_n; i++)
+        ops += prof[i].s;
+    printf("\nprofile of %s: %.1f us per token, %.1f us of it in ops\n", what, 1e6 * total_s / per, 1e6 * ops / per);
+    printf("| op | calls/token | us/token | share | GB/s |\n|---|---:|---:|---:|---:|\n");
+    for (int i = 0; i < prof_n; i++) {
+        const prof_slot *p = &prof[i];
+        char gbs[32] = "";
+        if (p->bytes && p->s > 0)
+            snprintf(gbs, sizeof gbs, "%.1f", (double)p->bytes / p->s / 1e9);
+        printf("| %s | %.1f | %.1f | %.1f%% | %s |\n", p->name, (double)p->calls / per, 1e6 * p->s / per,
+               100.0 * p->s / total_s, gbs);
+    }
+    printf("| (outside the ops: sampling, scheduling) | | %.1f | %.1f%% | |\n", 1e6 * (total_s - ops) / per,
+           100.0 * (total_s - ops) / total_s);
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: sy-bench-cpu --model DIR [--plugin-dir DIR] [--threads N] [--prompts 128,512] [--decode N]\n"
-                    "                    [--attention cpu] [--repeat R]\n"
+                    "                    [--attention cpu] [--repeat R] [--profile]\n"
                     "Make the ~110M bf16 llama first with: sy-mkmodel --preset bench-110m --out DIR\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *model = NULL, *plugin_dir = NULL, *attn = "cpu", *prompts = "128,512";
-    int threads = 0, decode = 128, repeat = 3;
+    int threads = 0, decode = 128, repeat = 3, profile = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--profile") == 0) {
+            profile = 1;
+            continue;
+        }
         if (!v && strcmp(a, "-h") && strcmp(a, "--help")) {
             fprintf(stderr, "sy-bench-cpu: %s needs a value\n", a);
             return 2;
@@ -145,6 +322,8 @@ int main(int argc, char **argv)
         return 1;
     }
     const sy_model_config *mc = sy_engine_model_config(e);
+    if (profile)
+        prof_install(e);
 
     /* Bytes one decode step must stream: every weight except the embedding
      * table, of which a step reads one row (unless tied to the LM head). */
@@ -175,8 +354,9 @@ int main(int argc, char **argv)
         int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
         for (int32_t i = 0; i < n; i++)
             ids[i] = (int32_t)((i * 7919 + 13) % V);
-        double best = 0, sum = 0;
+        double best = 0, sum = 0, prof_s = 0;
         for (int r = 0; r < repeat; r++) {
+            prof_reset();
             sy_gen_params gp = {.max_tokens = 1, .sampling = sy_sampling_default(), .ignore_eos = true};
             sy_gen_stats st;
             if ((rc = sy_generate(e, ids, n, &gp, NULL, NULL, &st, &err))) {
@@ -184,19 +364,26 @@ int main(int argc, char **argv)
                 break;
             }
             double tps = n / st.prefill_s;
+            prof_s = st.prefill_s;
             sum += tps;
             if (tps > best)
                 best = tps;
         }
         if (rc == 0)
             printf("| prefill pp%d | %d | %.1f | %.1f | |\n", n, n, best, sum / repeat);
+        if (rc == 0 && profile) {
+            char what[64];
+            snprintf(what, sizeof what, "prefill pp%d (last run)", n);
+            prof_print(what, prof_s, n);
+        }
         free(ids);
     }
     free(list);
     if (rc == 0) {
         int32_t prompt[4] = {1, 2, 3, 4};
-        double best = 0, sum = 0;
+        double best = 0, sum = 0, prof_s = 0;
         for (int r = 0; r < repeat; r++) {
+            prof_reset();
             sy_gen_params gp = {.max_tokens = decode, .sampling = sy_sampling_default(), .ignore_eos = true};
             sy_gen_stats st;
             if ((rc = sy_generate(e, prompt, 4, &gp, NULL, NULL, &st, &err))) {
@@ -204,6 +391,7 @@ int main(int argc, char **argv)
                 break;
             }
             double tps = (st.generated - 1) / st.decode_s;
+            prof_s = st.prefill_s + st.decode_s;
             sum += tps;
             if (tps > best)
                 best = tps;
@@ -211,6 +399,8 @@ int main(int argc, char **argv)
         if (rc == 0)
             printf("| decode tg%d (batch 1) | %d | %.1f | %.1f | %.0f%% |\n", decode, decode, best, sum / repeat,
                    100.0 * best / bound);
+        if (rc == 0 && profile)
+            prof_print("decode (last run, prompt of 4 included)", prof_s, decode);
     }
     sy_engine_close(e);
     sy_config_free(cfg);

@@ -124,3 +124,72 @@ void syk_gemm_run(const syk_kernels *kern, const syk_gemm *g, const syk_par *par
     j.n_cchunks = (j.n_groups + j.groups_per_chunk - 1) / j.groups_per_chunk;
     syk_par_for(par, n_rb * j.n_cchunks, 1, gemm_items, &j);
 }
+
+/* -------------------------------------------------------- several products */
+
+typedef struct gemm_multi_job {
+    const syk_kernels *kern;
+    int n;
+    gemm_job part[SYK_GEMM_MULTI_MAX];
+    int64_t first[SYK_GEMM_MULTI_MAX + 1]; /* first item of each product */
+} gemm_multi_job;
+
+static void gemm_multi_items(void *arg, int64_t begin, int64_t end, int worker)
+{
+    const gemm_multi_job *j = arg;
+    int p = 0;
+    for (int64_t it = begin; it < end; it++) {
+        while (it >= j->first[p + 1])
+            p++;
+        gemm_items((void *)&j->part[p], it - j->first[p], it - j->first[p] + 1, worker);
+    }
+}
+
+void syk_gemm_run_multi(const syk_kernels *kern, const syk_gemm *g, int n, const syk_par *par)
+{
+    if (n <= 0)
+        return;
+    if (n == 1 || n > SYK_GEMM_MULTI_MAX) {
+        for (int i = 0; i < n; i++)
+            syk_gemm_run(kern, &g[i], par);
+        return;
+    }
+    const int workers = par && par->run ? par->n_workers : 1;
+    double flops = 0;
+    for (int i = 0; i < n; i++)
+        if (g[i].n > 0 && g[i].m > 0)
+            flops += 2.0 * (double)g[i].n * (double)g[i].m * (double)g[i].k;
+    if (workers <= 1 || flops < 1e5) {
+        for (int i = 0; i < n; i++)
+            if (g[i].n > 0 && g[i].m > 0)
+                syk_gemm_tile(kern, &g[i], 0, g[i].n, 0, g[i].m);
+        return;
+    }
+    gemm_multi_job j;
+    j.kern = kern;
+    j.n = n;
+    j.first[0] = 0;
+    for (int i = 0; i < n; i++) {
+        gemm_job *pj = &j.part[i];
+        pj->kern = kern;
+        pj->g = &g[i];
+        pj->n_groups = g[i].m > 0 ? (g[i].m + 3) / 4 : 0;
+        pj->n_cchunks = pj->groups_per_chunk = 0;
+        int64_t items = 0;
+        if (g[i].n > 0 && g[i].m > 0) {
+            /* Each product cut exactly as syk_gemm_run cuts it alone; the pool then deals the
+             * union out in about four claims per worker, all of a similar size. */
+            const int64_t n_rb = (g[i].n + NB - 1) / NB;
+            int64_t want = ((int64_t)workers * 4 + n_rb - 1) / n_rb;
+            if (want > pj->n_groups)
+                want = pj->n_groups;
+            if (want < 1)
+                want = 1;
+            pj->groups_per_chunk = (pj->n_groups + want - 1) / want;
+            pj->n_cchunks = (pj->n_groups + pj->groups_per_chunk - 1) / pj->groups_per_chunk;
+            items = n_rb * pj->n_cchunks;
+        }
+        j.first[i + 1] = j.first[i] + items;
+    }
+    syk_par_for(par, j.first[n], 1, gemm_multi_items, &j);
+}

@@ -70,7 +70,7 @@ INL float red1(__m256 a)
 
 /* As in kern_avx512.c: pf, when set, is the next weight group, fetched while this tile computes. */
 INL void tile_slice(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
-              int accumulate, const char *pf, const int nr, const int mr, const int dt)
+              int accumulate, const char *pf, const int nr, const int mr, const int dt, const int pflin)
 {
     const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
     __m256 c[NR][8];
@@ -85,7 +85,12 @@ INL void tile_slice(const float *x, int64_t ldx, const void *w, int64_t ldw, flo
 #pragma GCC unroll 8
         for (int j = 0; j < mr; j++)
             wv[j] = load_w(w, j * ldw + kk, dt);
-        if (pf && (kk & 15) == 0) /* one prefetch per 64-byte line at F32, two at 16-bit */
+        if (pf && pflin) {
+            /* pf: a contiguous block of mr rows; this step's share of it, in address order */
+#pragma GCC unroll 8
+            for (int j = 0; j < (int)(mr * es * 8 / 64); j++)
+                _mm_prefetch(pf + (size_t)kk * (size_t)mr * es + (size_t)j * 64, _MM_HINT_T0);
+        } else if (pf && (kk & 15) == 0) /* one prefetch per 64-byte line at F32, two at 16-bit */
 #pragma GCC unroll 8
             for (int j = 0; j < mr; j++)
                 _mm_prefetch(pf + ((size_t)j * (size_t)ldw + (size_t)kk) * es, _MM_HINT_T0);
@@ -131,17 +136,23 @@ INL void tile_slice(const float *x, int64_t ldx, const void *w, int64_t ldw, flo
 }
 
 /* The whole k, in SYK_KC slices whose sums go through out in order (see sykern.h). */
-INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
-              int accumulate, const char *pf, const int nr, const int mr, const int dt)
+INL void tile_pf(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
+                 int accumulate, const char *pf, const int nr, const int mr, const int dt, const int pflin)
 {
     const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
     int64_t k0 = 0;
     do {
         const int64_t kc = k - k0 < SYK_KC ? k - k0 : SYK_KC;
         tile_slice(x + k0, ldx, (const char *)w + (size_t)k0 * es, ldw, out, ldo, kc, accumulate || k0 > 0,
-                   pf ? pf + (size_t)k0 * es : NULL, nr, mr, dt);
+                   pf ? pf + (size_t)k0 * es * (pflin ? (size_t)mr : 1u) : NULL, nr, mr, dt, pflin);
         k0 += SYK_KC;
     } while (k0 < k);
+}
+
+INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
+              int accumulate, const char *pf, const int nr, const int mr, const int dt)
+{
+    tile_pf(x, ldx, w, ldw, out, ldo, k, accumulate, pf, nr, mr, dt, 0);
 }
 
 INL void col_group(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t n,
@@ -161,9 +172,13 @@ INL void gemm_nt(const float *x, int64_t ldx, const void *w, int64_t ldw, float 
     const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
 #define WROW(j) ((const char *)w + (size_t)(j) * (size_t)ldw * es)
     int64_t j = 0;
-    if (n == 1) /* GEMV: eight weight rows in flight */
-        for (; j + 8 <= m; j += 8)
-            tile(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, NULL, 1, 8, dt);
+    if (n == 1) /* GEMV: eight weight rows in flight; the next eight prefetched in address order (kern_avx512.c) */
+        for (; j + 8 <= m; j += 8) {
+            if (ldw == k && j + 16 <= m)
+                tile_pf(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, WROW(j + 8), 1, 8, dt, 1);
+            else
+                tile(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, NULL, 1, 8, dt);
+        }
     for (; j + MR <= m; j += MR)
         col_group(x, ldx, WROW(j), ldw, out + j, ldo, n, k, accumulate, j + 2 * MR <= m ? WROW(j + MR) : NULL, MR, dt);
     for (; j < m; j++)

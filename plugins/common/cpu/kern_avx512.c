@@ -73,7 +73,7 @@ INL float red1(__m512 a)
  * tiles after it find their weights there instead of waiting on DRAM.
  */
 INL void tile_slice(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
-              int accumulate, const char *pf, const int nr, const int mr, const int dt)
+              int accumulate, const char *pf, const int nr, const int mr, const int dt, const int pflin)
 {
     const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
     __m512 c[NR][8];
@@ -88,7 +88,12 @@ INL void tile_slice(const float *x, int64_t ldx, const void *w, int64_t ldw, flo
 #pragma GCC unroll 8
         for (int j = 0; j < mr; j++)
             wv[j] = load_w(w, j * ldw + kk, dt);
-        if (pf)
+        if (pf && pflin) {
+            /* pf: a contiguous block of mr rows; this step's share of it, in order */
+#pragma GCC unroll 8
+            for (int j = 0; j < (int)(mr * es * 16 / 64); j++)
+                _mm_prefetch(pf + (size_t)kk * (size_t)mr * es + (size_t)j * 64, _MM_HINT_T0);
+        } else if (pf)
 #pragma GCC unroll 8
             for (int j = 0; j < mr; j++)
                 _mm_prefetch(pf + ((size_t)j * (size_t)ldw + (size_t)kk) * es, _MM_HINT_T0);
@@ -134,17 +139,23 @@ INL void tile_slice(const float *x, int64_t ldx, const void *w, int64_t ldw, flo
 }
 
 /* The whole k, in SYK_KC slices whose sums go through out in order (see sykern.h). */
-INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
-              int accumulate, const char *pf, const int nr, const int mr, const int dt)
+INL void tile_pf(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
+              int accumulate, const char *pf, const int nr, const int mr, const int dt, const int pflin)
 {
     const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
     int64_t k0 = 0;
     do {
         const int64_t kc = k - k0 < SYK_KC ? k - k0 : SYK_KC;
         tile_slice(x + k0, ldx, (const char *)w + (size_t)k0 * es, ldw, out, ldo, kc, accumulate || k0 > 0,
-                   pf ? pf + (size_t)k0 * es : NULL, nr, mr, dt);
+                   pf ? pf + (size_t)k0 * es * (pflin ? (size_t)mr : 1u) : NULL, nr, mr, dt, pflin);
         k0 += SYK_KC;
     } while (k0 < k);
+}
+
+INL void tile(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t k,
+              int accumulate, const char *pf, const int nr, const int mr, const int dt)
+{
+    tile_pf(x, ldx, w, ldw, out, ldo, k, accumulate, pf, nr, mr, dt, 0);
 }
 
 /* One column group (mr weight rows) against all n rows of x; next: the following group, or NULL. */
@@ -174,9 +185,30 @@ INL void gemm_nt(const float *x, int64_t ldx, const void *w, int64_t ldw, float 
     const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
 #define WROW(j) ((const char *)w + (size_t)(j) * (size_t)ldw * es)
     int64_t j = 0;
-    if (n == 1) /* GEMV: eight weight rows in flight per core for memory-level parallelism */
-        for (; j + 8 <= m; j += 8)
-            tile(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, NULL, 1, 8, dt);
+    /*
+     * GEMV: eight weight rows in flight per core for memory-level
+     * parallelism. When the rows are back to back, the next eight (one
+     * contiguous block) are prefetched in address order while these
+     * compute: the eight short row streams alone leave the hardware
+     * prefetchers behind (measured +20% decode on the development VM).
+     */
+    if (n == 1)
+        for (; j + 8 <= m; j += 8) {
+            if (ldw == k && j + 16 <= m)
+                tile_pf(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, WROW(j + 8), 1, 8, dt, 1);
+            else
+                tile(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, NULL, 1, 8, dt);
+        }
+    /* A few rows (batched decode): one tile per group; the same linear prefetch of the next group. */
+    if (n > 1 && n <= NR && ldw == k)
+        for (; j + 2 * MR <= m; j += MR)
+            switch (n) {
+            case 6: tile_pf(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, WROW(j + MR), 6, MR, dt, 1); break;
+            case 5: tile_pf(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, WROW(j + MR), 5, MR, dt, 1); break;
+            case 4: tile_pf(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, WROW(j + MR), 4, MR, dt, 1); break;
+            case 3: tile_pf(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, WROW(j + MR), 3, MR, dt, 1); break;
+            default: tile_pf(x, ldx, WROW(j), ldw, out + j, ldo, k, accumulate, WROW(j + MR), 2, MR, dt, 1); break;
+            }
     for (; j + MR <= m; j += MR)
         col_group(x, ldx, WROW(j), ldw, out + j, ldo, n, k, accumulate, j + 2 * MR <= m ? WROW(j + MR) : NULL, MR, dt);
     for (; j < m; j++)

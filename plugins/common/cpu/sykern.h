@@ -134,6 +134,13 @@ typedef struct syk_gemm {
 void syk_gemm_tile(const syk_kernels *kern, const syk_gemm *g, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 /* The whole product, split over par's workers by row blocks and column chunks. */
 void syk_gemm_run(const syk_kernels *kern, const syk_gemm *g, const syk_par *par);
+/*
+ * n products (up to SYK_GEMM_MULTI_MAX), usually of one x, as one split
+ * over par's workers: one pass of the pool instead of n. Each product's
+ * bits are those syk_gemm_run gives it alone.
+ */
+#define SYK_GEMM_MULTI_MAX 8
+void syk_gemm_run_multi(const syk_kernels *kern, const syk_gemm *g, int n, const syk_par *par);
 
 /* ---------------------------------------------------------- elementwise */
 

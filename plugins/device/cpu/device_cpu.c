@@ -250,6 +250,7 @@ static const sy_device_ops ops = {
     .silu_mul = sy__cpu_silu_mul,
     .add = sy__cpu_add,
     .synchronize = dev_synchronize,
+    .linear_multi = sy__cpu_linear_multi,
 };
 
 static const sy_plugin_desc desc = {

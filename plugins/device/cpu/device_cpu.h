@@ -26,6 +26,8 @@ int sy__cpu_add_rmsnorm(void *inst, sy_tensor *residual, const sy_tensor *x, con
                         sy_tensor *out, sy_err *err);
 int sy__cpu_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy_tensor *bias, sy_tensor *out,
                    sy_err *err);
+int sy__cpu_linear_multi(void *inst, const sy_tensor *x, int32_t n, const sy_tensor *const *w,
+                         const sy_tensor *const *bias, sy_tensor *const *out, sy_err *err);
 int sy__cpu_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_params *p, sy_err *err);
 int sy__cpu_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up, sy_tensor *out, sy_err *err);
 int sy__cpu_add(void *inst, sy_tensor *acc, const sy_tensor *x, sy_err *err);

@@ -195,31 +195,32 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn)
     return pa < pb + bn && pb < pa + an;
 }
 
-int sy__cpu_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy_tensor *bias, sy_tensor *out,
-                   sy_err *err)
+/* Checks one linear's operands and describes it as a syk_gemm (n or m may be 0: nothing to do). */
+static int linear_setup(const sy_tensor *x, const sy_tensor *w, const sy_tensor *bias, sy_tensor *out, const char *op,
+                        syk_gemm *g, sy_err *err)
 {
-    sy_cpu_dev *d = inst;
     rows_view xv, ov;
     int64_t m, k, ldw;
     int rc;
-    if ((rc = f32_rows(x, "linear", "x", &xv, err)) || (rc = w_rows(w, "linear", "w", &m, &k, &ldw, err)) ||
-        (rc = f32_rows(out, "linear", "out", &ov, err)))
+    if ((rc = f32_rows(x, op, "x", &xv, err)) || (rc = w_rows(w, op, "w", &m, &k, &ldw, err)) ||
+        (rc = f32_rows(out, op, "out", &ov, err)))
         return rc;
     if (xv.cols != k)
-        return sy_err_set(err, SY_ERR_INVALID, "linear: x is [%lld, %lld] but w is [%lld, %lld]; expected x [n, %lld]",
+        return sy_err_set(err, SY_ERR_INVALID, "%s: x is [%lld, %lld] but w is [%lld, %lld]; expected x [n, %lld]", op,
                           (long long)xv.rows, (long long)xv.cols, (long long)m, (long long)k, (long long)k);
     if (ov.rows != xv.rows || ov.cols != m)
-        return sy_err_set(err, SY_ERR_INVALID, "linear: out must be [n, m] = [%lld, %lld], found [%lld, %lld]",
+        return sy_err_set(err, SY_ERR_INVALID, "%s: out must be [n, m] = [%lld, %lld], found [%lld, %lld]", op,
                           (long long)xv.rows, (long long)m, (long long)ov.rows, (long long)ov.cols);
-    if (bias && (rc = vec_param(bias, m, "linear", "bias", err)))
+    if (bias && (rc = vec_param(bias, m, op, "bias", err)))
         return rc;
+    memset(g, 0, sizeof *g);
     if (xv.rows == 0 || m == 0)
         return SY_OK;
     const size_t xbytes = ((size_t)(xv.rows - 1) * (size_t)xv.ld + (size_t)k) * sizeof(float);
     const size_t obytes = ((size_t)(ov.rows - 1) * (size_t)ov.ld + (size_t)m) * sizeof(float);
     if (overlaps(xv.p, xbytes, ov.p, obytes))
-        return sy_err_set(err, SY_ERR_INVALID, "linear: out overlaps x; the product cannot be computed in place");
-    syk_gemm g = {
+        return sy_err_set(err, SY_ERR_INVALID, "%s: out overlaps x; the product cannot be computed in place", op);
+    *g = (syk_gemm){
         .x = xv.p,
         .ldx = xv.ld,
         .w = w->data,
@@ -233,7 +234,44 @@ int sy__cpu_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy_
         .m = m,
         .k = k,
     };
-    syk_gemm_run(d->kern, &g, &d->par);
+    return SY_OK;
+}
+
+int sy__cpu_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy_tensor *bias, sy_tensor *out,
+                   sy_err *err)
+{
+    sy_cpu_dev *d = inst;
+    syk_gemm g;
+    int rc = linear_setup(x, w, bias, out, "linear", &g, err);
+    if (rc)
+        return rc;
+    if (g.n > 0 && g.m > 0)
+        syk_gemm_run(d->kern, &g, &d->par);
+    return SY_OK;
+}
+
+int sy__cpu_linear_multi(void *inst, const sy_tensor *x, int32_t n, const sy_tensor *const *w,
+                         const sy_tensor *const *bias, sy_tensor *const *out, sy_err *err)
+{
+    sy_cpu_dev *d = inst;
+    if (n < 1 || n > SYK_GEMM_MULTI_MAX)
+        return sy_err_set(err, SY_ERR_INVALID, "linear_multi: n = %d, expected 1..%d", n, SYK_GEMM_MULTI_MAX);
+    if (!w || !out)
+        return sy_err_set(err, SY_ERR_INVALID, "linear_multi: %s is NULL", w ? "out" : "w");
+    syk_gemm g[SYK_GEMM_MULTI_MAX];
+    char op[32];
+    for (int32_t i = 0; i < n; i++) {
+        snprintf(op, sizeof op, "linear_multi part %d", i);
+        int rc = linear_setup(x, w[i], bias ? bias[i] : NULL, out[i], op, &g[i], err);
+        if (rc)
+            return rc;
+        for (int32_t p = 0; p < i; p++) /* the parts run concurrently: no output may overlap another */
+            if (g[i].n > 0 && g[i].m > 0 && g[p].n > 0 && g[p].m > 0 &&
+                overlaps(g[i].out, ((size_t)(g[i].n - 1) * (size_t)g[i].ldo + (size_t)g[i].m) * sizeof(float),
+                         g[p].out, ((size_t)(g[p].n - 1) * (size_t)g[p].ldo + (size_t)g[p].m) * sizeof(float)))
+                return sy_err_set(err, SY_ERR_INVALID, "linear_multi: out[%d] overlaps out[%d]", i, p);
+    }
+    syk_gemm_run_multi(d->kern, g, n, &d->par);
     return SY_OK;
 }
 
