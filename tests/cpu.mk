@@ -6,7 +6,8 @@ SY_CPU_TESTS = \
 	tests/unit/test_cpu_kernels \
 	tests/unit/test_cpu_device \
 	tests/unit/test_cpu_attn \
-	tests/unit/test_cpu_moe
+	tests/unit/test_cpu_moe \
+	tests/unit/test_cpu_linear_multi
 check_PROGRAMS += $(SY_CPU_TESTS)
 TESTS += $(SY_CPU_TESTS)
 
@@ -28,3 +29,6 @@ tests_unit_test_cpu_moe_LDADD = $(SY_CPU_TEST_LIBS)
 tests_unit_test_cpu_kernels_SOURCES = tests/unit/test_cpu_kernels.c $(SY_CPU_TEST_HARNESS)
 tests_unit_test_cpu_kernels_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu
 tests_unit_test_cpu_kernels_LDADD = plugins/common/cpu/libsykern.la $(SY_CPU_TEST_LIBS)
+
+tests_unit_test_cpu_linear_multi_SOURCES = tests/unit/test_cpu_linear_multi.c $(SY_CPU_TEST_HARNESS)
+tests_unit_test_cpu_linear_multi_LDADD = $(SY_CPU_TEST_LIBS)
