@@ -11,3 +11,4 @@ include $(srcdir)/tests/frontend.mk
 include $(srcdir)/tests/chat.mk
 include $(srcdir)/tests/bench.mk
 include $(srcdir)/tests/comm.mk
+include $(srcdir)/tests/load.mk
