@@ -7,6 +7,7 @@
 #include "util/log.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,6 +251,10 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
     if ((rc = open_plugin(e, cfg, "device", SY_KIND_DEVICE, "auto", NULL, &e->device, err)))
         goto fail;
     e->dev = e->device->ops;
+    const char *fuse = getenv("SY_ENGINE_FUSE");
+    e->linear_multi = (!fuse || strcmp(fuse, "0") != 0) &&
+                      e->dev->struct_size >= offsetof(sy_device_ops, linear_multi) + sizeof e->dev->linear_multi &&
+                      e->dev->linear_multi;
     const sy_plugin_desc *dd = e->device->plugin->desc;
     if (dd->get_proc) {
         sy_device_parallel_for_fn run = (sy_device_parallel_for_fn)dd->get_proc("parallel_for");

@@ -15,6 +15,9 @@ struct sy_engine {
     const sy_attn_ops *att;
     const sy_moe_ops *mo;
     const sy_comm_ops *com;
+    /* The device has the optional linear_multi op and SY_ENGINE_FUSE is not "0"
+     * (forcing separate calls for A/B timing or bisecting a device). */
+    bool linear_multi;
     char describe[256];
 
     sy_model *model;

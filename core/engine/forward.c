@@ -86,17 +86,9 @@ static sy_tensor per_head(const sy_tensor *t, int64_t n, int64_t heads)
 
 /*
  * Linears of one input as one device op when the device has linear_multi
- * (an optional op appended to the table), else one call each. The results
- * are the same either way; SY_ENGINE_FUSE=0 in the environment forces the
- * separate calls (A/B timing, bisecting a device).
+ * (decided once at open: e->linear_multi), else one call each. The results
+ * are the same either way.
  */
-static bool use_linear_multi(const sy_device_ops *dev)
-{
-    const char *v = getenv("SY_ENGINE_FUSE"); /* once per step: no cached state shared between engines */
-    return (!v || strcmp(v, "0") != 0) &&
-           dev->struct_size >= offsetof(sy_device_ops, linear_multi) + sizeof dev->linear_multi && dev->linear_multi;
-}
-
 static int linears(const sy_device_ops *dev, void *di, bool multi, const sy_tensor *x, int32_t n,
                    const sy_tensor *const *w, const sy_tensor *const *bias, sy_tensor *const *out, sy_err *err)
 {
@@ -176,7 +168,7 @@ int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float 
     sy_tensor h = rows(&e->h, T), xn = rows(&e->xn, T), q = rows(&e->q, T), k = rows(&e->k, T),
               v = rows(&e->v, T), att = rows(&e->att_out, T), proj = rows(&e->proj, T);
     const int tp = e->com->size(e->comm->inst) > 1;
-    const bool multi = use_linear_multi(dev);
+    const bool multi = e->linear_multi;
 
     /* h [T,H] = embed(ids) */
     if ((rc = dev->embed(di, &e->embed, e->ids, T, &h, err)))
