@@ -4,7 +4,8 @@
 swconfdir = $(sysconfdir)/switchyard
 swconf_DATA = etc/switchyard.ini
 swexamplesdir = $(sysconfdir)/switchyard/examples
-dist_swexamples_DATA = etc/examples/h200-single.ini etc/examples/sm120-8gpu-pcie.ini etc/examples/cpu-real-model.ini
+dist_swexamples_DATA = etc/examples/h200-single.ini etc/examples/sm120-8gpu-pcie.ini etc/examples/cpu-real-model.ini \
+	etc/examples/cuda.ini
 EXTRA_DIST += etc/switchyard.ini.in
 CLEANFILES += etc/switchyard.ini etc/switchyard-build.ini
 SY_ALL_LOCAL += etc/switchyard-build.ini models/small/config.json

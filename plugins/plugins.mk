@@ -14,6 +14,17 @@ include $(srcdir)/plugins/moe/cpu/moe-cpu.mk
 include $(srcdir)/plugins/comm/local/comm-local.mk
 include $(srcdir)/plugins/comm/shm/comm-shm.mk
 include $(srcdir)/plugins/comm/mpi/comm-mpi.mk
+include $(srcdir)/plugins/common/cuda/dist.mk
+if HAVE_CUDA
+include $(srcdir)/plugins/common/cuda/cuda.mk
+include $(srcdir)/plugins/device/cuda/device-cuda.mk
+include $(srcdir)/plugins/attn/cuda/attn-cuda.mk
+include $(srcdir)/plugins/moe/cuda/moe-cuda.mk
+include $(srcdir)/plugins/comm/cuda-p2p/comm-cuda-p2p.mk
+if HAVE_NCCL
+include $(srcdir)/plugins/comm/nccl/comm-nccl.mk
+endif
+endif
 
 # Kernel micro-benchmark (GEMV GB/s, GEMM GFLOP/s against measured bandwidth).
 noinst_PROGRAMS += tools/bench_kernels

@@ -7,7 +7,9 @@ SY_CPU_TESTS = \
 	tests/unit/test_cpu_device \
 	tests/unit/test_cpu_attn \
 	tests/unit/test_cpu_moe \
-	tests/unit/test_cpu_linear_multi
+	tests/unit/test_cpu_linear_multi \
+	tests/unit/test_cpu_bf16dot \
+	tests/unit/test_cpu_quant
 check_PROGRAMS += $(SY_CPU_TESTS)
 TESTS += $(SY_CPU_TESTS)
 
@@ -32,3 +34,11 @@ tests_unit_test_cpu_kernels_LDADD = plugins/common/cpu/libsykern.la $(SY_CPU_TES
 
 tests_unit_test_cpu_linear_multi_SOURCES = tests/unit/test_cpu_linear_multi.c $(SY_CPU_TEST_HARNESS)
 tests_unit_test_cpu_linear_multi_LDADD = $(SY_CPU_TEST_LIBS)
+
+tests_unit_test_cpu_quant_SOURCES = tests/unit/test_cpu_quant.c $(SY_CPU_TEST_HARNESS)
+tests_unit_test_cpu_quant_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu
+tests_unit_test_cpu_quant_LDADD = plugins/common/cpu/libsykern.la $(SY_CPU_TEST_LIBS)
+
+tests_unit_test_cpu_bf16dot_SOURCES = tests/unit/test_cpu_bf16dot.c $(SY_CPU_TEST_HARNESS)
+tests_unit_test_cpu_bf16dot_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu
+tests_unit_test_cpu_bf16dot_LDADD = plugins/common/cpu/libsykern.la $(SY_CPU_TEST_LIBS)

@@ -5,10 +5,17 @@ include $(srcdir)/tests/model.mk
 include $(srcdir)/tests/plugin.mk
 include $(srcdir)/tests/cpu.mk
 include $(srcdir)/tests/ref.mk
+include $(srcdir)/tests/arch.mk
 include $(srcdir)/tests/engine.mk
 include $(srcdir)/tests/serve.mk
 include $(srcdir)/tests/frontend.mk
 include $(srcdir)/tests/chat.mk
 include $(srcdir)/tests/bench.mk
 include $(srcdir)/tests/comm.mk
+include $(srcdir)/tests/gpu/gpu.mk
+include $(srcdir)/tests/tp.mk
 include $(srcdir)/tests/load.mk
+include $(srcdir)/tests/quant.mk
+include $(srcdir)/tests/faults.mk
+include $(srcdir)/tests/fuzz.mk
+include $(srcdir)/tests/sdk/sdk.mk

@@ -252,7 +252,7 @@ int main(int argc, char **argv)
             float *x = alloc64(sizeof(float) * (size_t)k), *o = alloc64(sizeof(float) * (size_t)m);
             for (int64_t i = 0; i < k; i++)
                 x[i] = (float)(i % 7) * 0.1f;
-            gemm_ctx g = {kern, {x, k, w, dts[d], k, NULL, SY_DTYPE_F32, o, m, 1, m, k}, &par};
+            gemm_ctx g = {kern, {.x = x, .ldx = k, .w = w, .wdtype = dts[d], .ldw = k, .bias_dtype = SY_DTYPE_F32, .out = o, .ldo = m, .n = 1, .m = m, .k = k}, &par};
             const double t = best_time(run_gemm, &g, min_t);
             const double bytes = (double)(m * k) * (dts[d] == SY_DTYPE_F32 ? 4 : 2);
             char shape[32];
@@ -278,7 +278,7 @@ int main(int argc, char **argv)
                 float *x = alloc64(sizeof(float) * (size_t)(n * k)), *o = alloc64(sizeof(float) * (size_t)(n * m));
                 for (int64_t i = 0; i < n * k; i++)
                     x[i] = (float)(i % 13) * 0.01f;
-                gemm_ctx g = {kern, {x, k, w, dts[d], k, NULL, SY_DTYPE_F32, o, m, n, m, k}, &par};
+                gemm_ctx g = {kern, {.x = x, .ldx = k, .w = w, .wdtype = dts[d], .ldw = k, .bias_dtype = SY_DTYPE_F32, .out = o, .ldo = m, .n = n, .m = m, .k = k}, &par};
                 const double t = best_time(run_gemm, &g, min_t);
                 char shape[32];
                 snprintf(shape, sizeof shape, "%lldx%lld", (long long)m, (long long)k);
@@ -288,6 +288,29 @@ int main(int argc, char **argv)
                 free(x);
                 free(o);
             }
+    /* matmul = bf16: x rounded to BF16 beforehand (the device does it once per op), vdpbf16ps. */
+    const syk_bf16dot *bd = syk_bf16dot_for(kern->isa, NULL, 0);
+    for (size_t s = 0; bd && s < 2; s++)
+        for (size_t a = 0; a < 2; a++) {
+            const int64_t n = ns[a], m = gemm_shapes[s][0], k = gemm_shapes[s][1];
+            void *w = make_weights(SY_DTYPE_BF16, m, k);
+            float *x = alloc64(sizeof(float) * (size_t)(n * k)), *o = alloc64(sizeof(float) * (size_t)(n * m));
+            uint16_t *xb = alloc64(sizeof(uint16_t) * (size_t)(n * k));
+            for (int64_t i = 0; i < n * k; i++)
+                x[i] = (float)(i % 13) * 0.01f;
+            syk_rows_to_bf16(bd, xb, k, x, k, n, k, &par);
+            gemm_ctx g = {kern, {.x = x, .ldx = k, .w = w, .wdtype = SY_DTYPE_BF16, .ldw = k, .bias_dtype = SY_DTYPE_F32,
+                                 .out = o, .ldo = m, .n = n, .m = m, .k = k, .bdot = bd, .xb = xb, .ldxb = k}, &par};
+            const double t = best_time(run_gemm, &g, min_t);
+            char shape[32];
+            snprintf(shape, sizeof shape, "%lldx%lld", (long long)m, (long long)k);
+            printf("%-8s %-6lld %-12s %10.3f %10.1f\n", "BF16dot", (long long)n, shape, t * 1e3,
+                   2.0 * (double)(n * m * k) / t / 1e9);
+            free(w);
+            free(x);
+            free(o);
+            free(xb);
+        }
     }
     syk_pool_destroy(pool);
     return 0;

@@ -9,6 +9,7 @@ sy_mkmodel_SOURCES = \
 	tools/mkmodel/spec.c tools/mkmodel/rng.c \
 	tools/mkmodel/weights.c tools/mkmodel/config.c \
 	tools/mkmodel/bpe.c tools/mkmodel/corpus.c \
+	tools/mkmodel/quant.c \
 	core/util/util.c core/util/util.h
 sy_mkmodel_CPPFLAGS = $(libsycore_a_CPPFLAGS)
 sy_mkmodel_LDADD = $(JANSSON_LIBS) $(PCRE2_LIBS) $(LIBS) -lm

@@ -22,7 +22,7 @@ static void server_message(const char *resp, char *out, size_t len)
     json_decref(root);
 }
 
-static int discover_model(const bench_opts *o, char *model, size_t mlen, long *max_len)
+static int discover_model(const bench_opts *o, char *model, size_t mlen, long *max_len, long *n_vocab)
 {
     int status;
     char *resp = NULL, err[512];
@@ -58,6 +58,9 @@ static int discover_model(const bench_opts *o, char *model, size_t mlen, long *m
     snprintf(model, mlen, "%s", json_string_value(json_object_get(pick, "id")));
     json_t *ml = json_object_get(pick, "max_model_len");
     *max_len = json_is_integer(ml) ? (long)json_integer_value(ml) : 0;
+    /* llama-server names the vocabulary in /v1/models (and answers 500 to an out-of-range /detokenize). */
+    json_t *nv = json_object_get(json_object_get(pick, "meta"), "n_vocab");
+    *n_vocab = json_is_integer(nv) && json_integer_value(nv) > 0 ? (long)json_integer_value(nv) : 0;
     json_decref(root);
     return 0;
 }
@@ -122,9 +125,11 @@ int sy_cmd_bench(int argc, char **argv)
     if (a != 0)
         return a > 0 ? 0 : 2;
     char model[256];
-    long max_len = 0, vocab = o.vocab_size;
-    if (discover_model(&o, model, sizeof model, &max_len) < 0)
+    long max_len = 0, vocab = o.vocab_size, n_vocab = 0;
+    if (discover_model(&o, model, sizeof model, &max_len, &n_vocab) < 0)
         return 1;
+    if (vocab == 0)
+        vocab = n_vocab;
     if (!strcmp(o.dataset, "random") && vocab == 0 && (vocab = discover_vocab(&o)) < 0)
         return 1;
     bench_prompt *prompts = NULL;

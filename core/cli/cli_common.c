@@ -98,6 +98,31 @@ int sy_cli_common_arg(sy_cli_common *o, int argc, char **argv, int *i)
     return 0;
 }
 
+int sy_cli_dist_arg(sy_dist_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const char *v;
+    long long n;
+    if (!strcmp(a, "--tp") || !strcmp(a, "--nnodes") || !strcmp(a, "--node-rank")) {
+        if (!(v = sy_cli_value(argc, argv, i)) ||
+            sy_cli_int(a, v, !strcmp(a, "--node-rank") ? 0 : 1, SY_DIST_MAX_RANKS, &n))
+            return -1;
+        *(!strcmp(a, "--tp") ? &o->tp : !strcmp(a, "--nnodes") ? &o->nnodes : &o->node_rank) = (int)n;
+        return 1;
+    }
+    if (!strcmp(a, "--dist-addr")) {
+        if (!(o->dist_addr = sy_cli_value(argc, argv, i)))
+            return -1;
+        return 1;
+    }
+    if (!strcmp(a, "--dist-timeout")) {
+        if (!(v = sy_cli_value(argc, argv, i)) || sy_cli_float(a, v, 0.1, 86400, &o->timeout_s))
+            return -1;
+        return 1;
+    }
+    return 0;
+}
+
 int sy_cli_load_config(sy_cli_common *o, sy_config **out)
 {
     sy_err err = {{0}};

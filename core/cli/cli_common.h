@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 
+#include "dist/launch.h"
 #include "plugin/config.h"
 
 typedef struct sy_cli_common {
@@ -27,5 +28,17 @@ const char *sy_cli_value(int argc, char **argv, int *i);
 /* Parses numbers strictly; prints "option --x expects ..., found ..." and returns -1. */
 int sy_cli_int(const char *opt, const char *s, long long lo, long long hi, long long *out);
 int sy_cli_float(const char *opt, const char *s, double lo, double hi, double *out);
+
+/*
+ * Consumes a tensor-parallel option (--tp N, --nnodes N, --node-rank R,
+ * --dist-addr HOST:PORT, --dist-timeout S) like sy_cli_common_arg.
+ */
+int sy_cli_dist_arg(sy_dist_opts *o, int argc, char **argv, int *i);
+/* The help lines for those options. */
+#define SY_CLI_DIST_HELP                                                                                     \
+    "  --tp N          tensor parallelism over N processes of this node ([comm] plugin shm, the default);\n"  \
+    "                  under mpirun with [comm] plugin = mpi the ranks are mpirun's (no --tp needed)\n"       \
+    "  --dist-timeout S  bound on the rank rendezvous, every collective and the wait for rank 0 (default 60)\n" \
+    "  --nnodes N --node-rank R --dist-addr HOST:PORT  checked, but multi-node runs under mpirun\n"
 
 #endif

@@ -15,13 +15,14 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: switchyard generate -c CONFIG [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) [-n N]\n"
             "         [--temperature T] [--top-p P] [--top-k K] [--min-p M] [--seed S] [--ignore-eos]\n"
-            "         [--print-ids] [--logits-out FILE] [--stats] [--set section.key=value] [--plugin-dir DIR] [-q|-v]\n"
+            "         [--print-ids] [--logits-out FILE] [--stats] [--tp N] [--set section.key=value] [--plugin-dir DIR] [-q|-v]\n"
             "Streams the continuation to stdout. Temperature 0 (the default) is greedy.\n"
             "  --prompt-ids    token ids instead of text (no BOS is added)\n"
             "  --ignore-eos    keep going past the end-of-sequence token\n"
             "  --print-ids     print the prompt and generated ids to stderr when done\n"
             "  --logits-out F  write each step's logits as raw float32 rows (vocab per row)\n"
-            "  --stats         print prefill and decode speed to stderr\n");
+            "  --stats         print prefill and decode speed to stderr\n"
+            SY_CLI_DIST_HELP);
 }
 
 typedef struct gen_state {
@@ -97,11 +98,14 @@ static int parse_ids(const char *s, int32_t **out, int32_t *n)
 int sy_cmd_generate(int argc, char **argv)
 {
     sy_cli_common co = {0};
+    sy_dist_opts dopt = {0};
     const char *prompt = NULL, *prompt_ids = NULL, *logits_path = NULL;
     sy_gen_params gp = {.max_tokens = 64, .sampling = sy_sampling_default(), .ignore_eos = false};
     int print_ids = 0, stats = 0;
     for (int i = 1; i < argc; i++) {
         int r = sy_cli_common_arg(&co, argc, argv, &i);
+        if (r == 0)
+            r = sy_cli_dist_arg(&dopt, argc, argv, &i);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -167,8 +171,21 @@ int sy_cmd_generate(int argc, char **argv)
     sy_err err = {{0}};
     sy_engine *e = NULL;
     sy_engine_opts eo = {.plugin_dirs = co.plugin_dirs[0] ? co.plugin_dirs : NULL, .progress = co.verbosity >= 0};
+    sy_dist dist;
+    if (sy_dist_start(&dist, &dopt, cfg, "generate", &err)) {
+        fprintf(stderr, "switchyard: %s\n", err.msg);
+        sy_config_free(cfg);
+        return 1;
+    }
+    if (dist.follower) {
+        int st = sy_dist_follower_main(&dist, cfg, &eo);
+        sy_config_free(cfg);
+        return st;
+    }
+    eo.dist = &dist.ed;
     if (sy_engine_open(cfg, &eo, &e, &err)) {
         fprintf(stderr, "switchyard: %s\n", err.msg);
+        sy_dist_finish(&dist);
         sy_config_free(cfg);
         return 1;
     }
@@ -238,6 +255,8 @@ int sy_cmd_generate(int argc, char **argv)
 done:
     free(ids);
     sy_engine_close(e);
+    if (sy_dist_finish(&dist) && rc == 0)
+        rc = 1;
     sy_config_free(cfg);
     return rc;
 }

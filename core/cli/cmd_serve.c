@@ -24,10 +24,13 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: switchyard serve -c CONFIG [--model DIR] [--set section.key=value] [--plugin-dir DIR] [-q|-v]\n"
+    fprintf(f, "usage: switchyard serve -c CONFIG [--model DIR] [--tp N] [--set section.key=value] [--plugin-dir DIR]\n"
+               "                        [-q|-v]\n"
                "Loads the model and serves it through every [frontend:NAME] section of the configuration\n"
                "(e.g. [frontend:api] with plugin = http). SIGINT or SIGTERM stops accepting, lets in-flight\n"
-               "requests finish for up to [scheduler] drain_timeout seconds, then exits 0.\n");
+               "requests finish for up to [scheduler] drain_timeout seconds, then exits 0. With --tp, rank 0\n"
+               "serves and the other ranks follow; when a rank dies the server fails its requests and exits 1.\n"
+               SY_CLI_DIST_HELP);
 }
 
 typedef struct frontend {
@@ -92,8 +95,11 @@ static void destroy_frontends(frontend *fes, size_t n)
 int sy_cmd_serve(int argc, char **argv)
 {
     sy_cli_common co = {0};
+    sy_dist_opts dopt = {0};
     for (int i = 1; i < argc; i++) {
         int r = sy_cli_common_arg(&co, argc, argv, &i);
+        if (r == 0)
+            r = sy_cli_dist_arg(&dopt, argc, argv, &i);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -128,6 +134,20 @@ int sy_cmd_serve(int argc, char **argv)
 
     int rc = 1;
     sy_err err = {{0}};
+    /* The followers fork here, before any thread, with the stop signals blocked: they stop when rank 0
+     * tells them (after its drain) or when it is gone, never halfway through a step on a Ctrl-C. */
+    sy_dist dist;
+    if (sy_dist_start(&dist, &dopt, cfg, "serve", &err)) {
+        fprintf(stderr, "switchyard: %s\n", err.msg);
+        sy_config_free(cfg);
+        return 1;
+    }
+    if (dist.follower) {
+        sy_engine_opts fo = {.plugin_dirs = co.plugin_dirs[0] ? co.plugin_dirs : NULL};
+        int st = sy_dist_follower_main(&dist, cfg, &fo);
+        sy_config_free(cfg);
+        return st;
+    }
     sy_engine *e = NULL;
     sy_server *srv = NULL;
     sy_loader *ld = NULL;
@@ -150,7 +170,7 @@ int sy_cmd_serve(int argc, char **argv)
             fprintf(stderr, "switchyard: %s\n", err.msg);
             goto out;
         }
-    sy_engine_opts eo = {.plugin_dirs = dirs, .progress = co.verbosity >= 0};
+    sy_engine_opts eo = {.plugin_dirs = dirs, .progress = co.verbosity >= 0, .dist = &dist.ed};
     if (sy_engine_open(cfg, &eo, &e, &err)) {
         fprintf(stderr, "switchyard: %s\n", err.msg);
         goto out;
@@ -187,6 +207,11 @@ int sy_cmd_serve(int argc, char **argv)
         sy_server_abort_all(srv);
     }
     stop_frontends(fes, n_fe);
+    char why[512];
+    if (sy_server_failed(srv, why, sizeof why)) {
+        fprintf(stderr, "switchyard: stopped because the tensor-parallel group failed: %s\n", why);
+        goto out;
+    }
     sy_info("stopped");
     rc = 0;
 out:
@@ -200,6 +225,8 @@ out:
     sy_serving_proxy_free(proxy);
     sy_loader_free(ld);
     sy_engine_close(e);
+    if (sy_dist_finish(&dist))
+        rc = 1;
     sy_config_free(cfg);
     return rc;
 }

@@ -13,9 +13,12 @@ static void usage(FILE *f)
             "commands:\n"
             "  bench      benchmark a running server (SGLang bench_serving's figures)\n"
             "  bench-comm allreduce latency and bus bandwidth of the comm plugins (nccl-tests' table)\n"
+            "  doctor     the GPUs, driver and CUDA runtime (or why they fail), and the plugins auto picks\n"
             "  generate   generate text from a prompt (streams to stdout)\n"
             "  plugins    list the plugins found, with probe scores or why they cannot run\n"
+            "  plugin-check FILE.so  check a plugin's ops against a float64 reference (--speed: time them)\n"
             "  serve      serve the model through the configured frontends (OpenAI API over HTTP)\n"
+            "  tune-moe   time the moe plugin's expert GEMM tiles for a model and write its tuning table\n"
             "  --version  print the version\n"
             "Run `switchyard COMMAND --help` for a command's options.\n");
 }
@@ -39,12 +42,18 @@ int main(int argc, char **argv)
         return sy_cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "bench-comm") == 0)
         return sy_cmd_bench_comm(argc - 1, argv + 1);
+    if (strcmp(cmd, "doctor") == 0)
+        return sy_cmd_doctor(argc - 1, argv + 1);
     if (strcmp(cmd, "generate") == 0)
         return sy_cmd_generate(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)
         return sy_cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "plugins") == 0)
         return sy_cmd_plugins(argc - 1, argv + 1);
+    if (strcmp(cmd, "plugin-check") == 0)
+        return sy_cmd_plugin_check(argc - 1, argv + 1);
+    if (strcmp(cmd, "tune-moe") == 0)
+        return sy_cmd_tune_moe(argc - 1, argv + 1);
     fprintf(stderr, "switchyard: unknown command \"%s\"\n", cmd);
     usage(stderr);
     return 2;

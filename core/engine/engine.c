@@ -72,14 +72,25 @@ static int prepare_weights(sy_engine *e, sy_err *err)
     const sy_model *m = e->model;
     const sy_model_config *c = e->mc;
     int rc;
-    if ((rc = prepare(e, "model.embed_tokens.weight", &m->embed, &e->embed, err)) ||
-        (rc = prepare(e, "model.norm.weight", &m->final_norm, &e->final_norm, err)))
+    if ((rc = prepare(e, "model.norm.weight", &m->final_norm, &e->final_norm, err)))
         return rc;
-    e->lm_head_is_embed = m->lm_head.data == m->embed.data;
-    if (e->lm_head_is_embed)
-        e->lm_head = e->embed;
-    else if ((rc = prepare(e, "lm_head.weight", &m->lm_head, &e->lm_head, err)))
-        return rc;
+    if (e->tp_size > 1) {
+        /* Vocab slices: the embedding (with its zero row) and lm_head are prepared separately even when tied. */
+        sy_tensor embed, lm_head;
+        e->lm_head_is_embed = false;
+        if ((rc = sy__tp_shard_vocab(e, &embed, &lm_head, err)) ||
+            (rc = prepare(e, "model.embed_tokens.weight", &embed, &e->embed, err)) ||
+            (rc = prepare(e, "lm_head.weight", &lm_head, &e->lm_head, err)))
+            return rc;
+    } else {
+        if ((rc = prepare(e, "model.embed_tokens.weight", &m->embed, &e->embed, err)))
+            return rc;
+        e->lm_head_is_embed = m->lm_head.data == m->embed.data;
+        if (e->lm_head_is_embed)
+            e->lm_head = e->embed;
+        else if ((rc = prepare(e, "lm_head.weight", &m->lm_head, &e->lm_head, err)))
+            return rc;
+    }
 
     e->layers = calloc((size_t)c->n_layers, sizeof *e->layers);
     if (!e->layers)
@@ -87,6 +98,12 @@ static int prepare_weights(sy_engine *e, sy_err *err)
     for (int32_t l = 0; l < c->n_layers; l++) {
         const sy_layer_weights *s = &m->layers[l];
         sy_layer_weights *d = &e->layers[l];
+        sy_layer_weights shard;
+        if (e->tp_size > 1) {
+            if ((rc = sy__tp_shard_layer(e, l, s, &shard, err)))
+                return rc;
+            s = &shard;
+        }
         char nm[160];
 #define PREP(field, what)                                                                   \
     do {                                                                                    \
@@ -105,10 +122,22 @@ static int prepare_weights(sy_engine *e, sy_err *err)
         PREP(q_norm, "q_norm");
         PREP(k_norm, "k_norm");
         PREP(ffn_norm, "post_attention_layernorm");
+        /* MLA and the DSA indexer (kv_b_proj and the indexer's key norm are read on the host: forward_mla.c) */
+        PREP(q_a, "q_a_proj");
+        PREP(q_a_norm, "q_a_layernorm");
+        PREP(q_b, "q_b_proj");
+        PREP(kv_a, "kv_a_proj_with_mqa");
+        PREP(idx_wq_b, "indexer.wq_b");
+        PREP(idx_wk, "indexer.wk");
+        PREP(idx_wproj, "indexer.weights_proj");
         d->is_moe = s->is_moe;
         if (s->is_moe) {
             PREP(router, "router");
-            rc = e->mo->prepare_layer(e->moe->inst, l, s->exp_gate, s->exp_up, s->exp_down, NULL, err);
+            PREP(sh_gate, "shared_experts.gate_proj");
+            PREP(sh_up, "shared_experts.up_proj");
+            PREP(sh_down, "shared_experts.down_proj");
+            rc = e->mo->prepare_layer(e->moe->inst, l, s->exp_gate, s->exp_up, s->exp_down,
+                                      s->score_bias.data ? &s->score_bias : NULL, err);
             if (rc)
                 return rc;
         } else {
@@ -132,7 +161,11 @@ static void release_weights(sy_engine *e)
                                &e->layers[l].wv,        &e->layers[l].wo,     &e->layers[l].bq,
                                &e->layers[l].bk,        &e->layers[l].bv,     &e->layers[l].q_norm,
                                &e->layers[l].k_norm,    &e->layers[l].ffn_norm, &e->layers[l].w_gate,
-                               &e->layers[l].w_up,      &e->layers[l].w_down, &e->layers[l].router};
+                               &e->layers[l].w_up,      &e->layers[l].w_down, &e->layers[l].router,
+                               &e->layers[l].sh_gate,   &e->layers[l].sh_up,  &e->layers[l].sh_down,
+                               &e->layers[l].q_a,       &e->layers[l].q_a_norm, &e->layers[l].q_b,
+                               &e->layers[l].kv_a,      &e->layers[l].idx_wq_b, &e->layers[l].idx_wk,
+                               &e->layers[l].idx_wproj};
             for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
                 if (ts[i]->data)
                     e->dev->release_weight(di, ts[i]);
@@ -151,12 +184,14 @@ static void release_weights(sy_engine *e)
 static int setup_attention(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
 {
     const sy_model_config *c = e->mc;
+    if (c->mla) /* the core keeps the latent cache itself (forward_mla.c) */
+        return sy__mla_open(e, sk, nsk, err);
     sy_attn_problem *p = &e->attn_problem;
     memset(p, 0, sizeof *p);
     p->struct_size = sizeof *p;
     p->n_layers = c->n_layers;
-    p->n_heads = c->n_heads;
-    p->n_kv_heads = c->n_kv_heads;
+    p->n_heads = c->n_heads / e->tp_size; /* this rank's heads: its KV cache holds only those */
+    p->n_kv_heads = c->n_kv_heads / e->tp_size;
     p->head_dim = c->head_dim;
     p->v_head_dim = c->head_dim;
     p->block_size = (int32_t)sy_kv_int(sk, nsk, "kv_block_size", 16);
@@ -167,7 +202,7 @@ static int setup_attention(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *er
     sy_parse_size(kv_str(sk, nsk, "kv_cache_size"), &cache_bytes);
     /* Sized at F32 so any kv_dtype the plugin picks fits in the budget. */
     const unsigned long long per_block =
-        2ull * (unsigned long long)c->n_layers * (unsigned long long)p->block_size * (unsigned long long)c->n_kv_heads *
+        2ull * (unsigned long long)c->n_layers * (unsigned long long)p->block_size * (unsigned long long)p->n_kv_heads *
         (unsigned long long)c->head_dim * 4ull;
     unsigned long long n_blocks = cache_bytes / per_block;
     /* No point in more blocks than every running sequence at full length needs. */
@@ -209,12 +244,12 @@ static int setup_moe(sy_engine *e, const sy_config *cfg, sy_err *err)
     p.n_experts = c->n_experts;
     p.top_k = c->top_k;
     p.hidden = c->hidden;
-    p.inter = c->moe_inter;
-    p.scoring = SY_MOE_SOFTMAX;
+    p.inter = c->moe_inter / e->tp_size;
+    p.scoring = c->moe_scoring;
     p.norm_topk_prob = c->norm_topk_prob;
-    p.routed_scaling_factor = 1.0f;
-    p.n_group = 0;
-    p.topk_group = 0;
+    p.routed_scaling_factor = c->routed_scaling_factor;
+    p.n_group = c->n_group > 1 ? c->n_group : 0;
+    p.topk_group = c->n_group > 1 ? c->topk_group : 0;
     for (int32_t l = 0; l < c->n_layers; l++)
         if (e->model->layers[l].is_moe) {
             p.weight_dtype = e->model->layers[l].exp_gate[0].dtype;
@@ -228,6 +263,55 @@ static int setup_moe(sy_engine *e, const sy_config *cfg, sy_err *err)
                           e->moe->plugin->desc->name, e->moe->plugin->path, why);
     }
     return e->mo->prepare(e->moe->inst, &p, err);
+}
+
+/*
+ * Joins the tensor-parallel group (dist NULL or a world of one: a group of
+ * one, nothing to join) and works out this rank's share: the sizes must
+ * divide evenly.
+ */
+static int join_group(sy_engine *e, const sy_engine_dist *dist, sy_err *err)
+{
+    e->com = e->comm->ops;
+    e->tp_rank = 0;
+    e->tp_size = 1;
+    e->vocab_local = e->mc->vocab;
+    e->vocab_start = 0;
+    if (!dist || (dist->world <= 1 && dist->rank >= 0))
+        return SY_OK;
+    const char *name = e->comm->plugin->desc->name;
+    if (e->com->struct_size < offsetof(sy_comm_ops, setup) + sizeof e->com->setup || !e->com->setup)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "comm plugin %s has no setup op, so it cannot join %d ranks", name,
+                          dist->world);
+    int rc = e->com->setup(e->comm->inst, dist->rank, dist->world, dist->rendezvous, dist->timeout_s, err);
+    if (rc) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return sy_err_set(err, rc, "tensor parallel rank %d of %d: comm plugin %s cannot join the group: %s",
+                          dist->rank, dist->world, name, why);
+    }
+    e->tp_rank = e->com->rank(e->comm->inst);
+    e->tp_size = e->com->size(e->comm->inst);
+    if (dist->world > 0 && e->tp_size != dist->world)
+        return sy_err_set(err, SY_ERR_INVALID, "tensor parallel: expected %d ranks, comm plugin %s has %d",
+                          dist->world, name, e->tp_size);
+    if ((rc = sy_engine_tp_check(e->mc, e->tp_size, err)))
+        return rc;
+    e->vocab_local = e->mc->vocab / e->tp_size;
+    e->vocab_start = e->tp_rank * e->vocab_local;
+    e->chan = (sy_plan_chan){.rank = e->tp_rank, .world = e->tp_size, .sockets = dist->plan_fds != NULL,
+                             .timeout_s = dist->timeout_s, .com = e->com, .comm_inst = e->comm->inst};
+    const int n_fds = e->tp_rank == 0 ? e->tp_size : 1;
+    if (dist->plan_fds && n_fds > (int)(sizeof e->chan.fds / sizeof e->chan.fds[0]))
+        return sy_err_set(err, SY_ERR_INVALID, "tensor parallel: %d ranks, at most %zu", e->tp_size,
+                          sizeof e->chan.fds / sizeof e->chan.fds[0]);
+    for (int r = 0; dist->plan_fds && r < n_fds; r++)
+        e->chan.fds[r] = dist->plan_fds[r];
+    /* Well inside the followers' timeout, and often enough that a dead follower is noticed soon. */
+    e->heartbeat_s = dist->timeout_s > 0 ? dist->timeout_s / 4 : 5.0;
+    if (e->heartbeat_s > 5.0)
+        e->heartbeat_s = 5.0;
+    return SY_OK;
 }
 
 int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine **out, sy_err *err)
@@ -288,6 +372,10 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
     const int32_t bs = (int32_t)sy_kv_int(sk, nsk, "kv_block_size", 16);
     e->max_blocks_per_seq = (e->max_seq_len + bs - 1) / bs;
 
+    /* The group first: how the weights are split depends on this rank's place in it. */
+    if ((rc = open_plugin(e, cfg, "comm", SY_KIND_COMM, "local", device_name, &e->comm, err)) ||
+        (rc = join_group(e, opts ? opts->dist : NULL, err)))
+        goto fail;
     if ((rc = open_plugin(e, cfg, "attention", SY_KIND_ATTN, "auto", device_name, &e->attn, err)))
         goto fail;
     e->att = e->attn->ops;
@@ -295,9 +383,6 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
         goto fail;
     if (e->mc->n_experts > 0 && (rc = setup_moe(e, cfg, err)))
         goto fail;
-    if ((rc = open_plugin(e, cfg, "comm", SY_KIND_COMM, "local", device_name, &e->comm, err)))
-        goto fail;
-    e->com = e->comm->ops;
 
     e->inv_freq = malloc(sizeof(float) * (size_t)(e->mc->rotary_dim / 2 + 1));
     if (!e->inv_freq) {
@@ -315,8 +400,13 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
     if ((rc = prepare_weights(e, err)) || (rc = sy__engine_alloc_activations(e, err)))
         goto fail;
 
-    snprintf(e->describe, sizeof e->describe, "device=%s attention=%s moe=%s comm=%s", dd->name,
-             e->attn->plugin->desc->name, e->moe ? e->moe->plugin->desc->name : "-", e->comm->plugin->desc->name);
+    snprintf(e->describe, sizeof e->describe, "device=%s attention=%s moe=%s comm=%s%s", dd->name,
+             e->attn->plugin->desc->name, e->moe ? e->moe->plugin->desc->name : "-", e->comm->plugin->desc->name,
+             e->tp_size > 1 ? " (tensor parallel)" : "");
+    if (e->tp_size > 1)
+        sy_info("tensor parallel rank %d of %d: %d of %d heads, %d of %d KV heads, vocab [%d, %d)", e->tp_rank,
+                e->tp_size, e->attn_problem.n_heads, e->mc->n_heads, e->attn_problem.n_kv_heads, e->mc->n_kv_heads,
+                e->vocab_start, e->vocab_start + e->vocab_local);
     sy_info("model %s: %d layers, hidden %d, %d heads (%d KV), vocab %d, %.1fM parameters; %s; KV pool %d blocks x %d "
             "tokens",
             e->mc->arch_name, e->mc->n_layers, e->mc->hidden, e->mc->n_heads, e->mc->n_kv_heads, e->mc->vocab,
@@ -337,7 +427,9 @@ void sy_engine_close(sy_engine *e)
 {
     if (!e)
         return;
+    sy__tp_shutdown(e); /* rank 0 releases the followers before its collectives go away */
     sy__engine_free_activations(e);
+    sy__mla_close(e);
     release_weights(e);
     sy_kv_blocks_fini(&e->kv);
     if (e->comm)
@@ -350,6 +442,8 @@ void sy_engine_close(sy_engine *e)
     sy_host_set_pool(&e->host, NULL, NULL, NULL);
     if (e->device)
         sy_plugin_inst_destroy(e->device);
+    sy__tp_free_bufs(e); /* after the plugins that pointed into the copies */
+    sy_plan_free(&e->plan);
     sy_model_free(e->model);
     sy_tokenizer_free(e->tok);
     free(e->inv_freq);

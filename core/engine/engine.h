@@ -19,9 +19,25 @@
 
 typedef struct sy_engine sy_engine;
 
+/*
+ * This process's place in a tensor-parallel group (core/dist launches the
+ * ranks). Every rank opens an engine with the same configuration; the comm
+ * plugin joins them, each keeps its slice of the weights, rank 0 drives
+ * the steps and the others follow (sy_engine_follow).
+ */
+typedef struct sy_engine_dist {
+    int rank;               /* < 0: the launcher says (mpirun, with [comm] plugin = mpi) */
+    int world;              /* ranks in the group; <= 0 with rank < 0: the launcher says */
+    const char *rendezvous; /* unique per run: the comm plugin's setup() meeting point */
+    double timeout_s;       /* bounds the rendezvous, every collective and a follower's wait for a plan */
+    const int *plan_fds;    /* rank 0: [world] sockets to the followers (index 0 unused); a follower:
+                             * [1] its socket to rank 0; NULL: plans go by the comm plugin's broadcast */
+} sy_engine_dist;
+
 typedef struct sy_engine_opts {
     const char *plugin_dirs; /* colon-separated, searched before [plugins] path and the install dir */
     bool progress;           /* report model loading progress on stderr */
+    const sy_engine_dist *dist; /* NULL: one process, no tensor parallelism */
 } sy_engine_opts;
 
 /*
@@ -60,5 +76,27 @@ typedef struct sy_step_seq {
  * vocab logits into logits (rows in sequence order).
  */
 int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float *logits, sy_err *err);
+
+/* Copies KV blocks src[i] -> dst[i] (prefix-cache copy-on-write), on every rank. */
+int sy_engine_copy_blocks(sy_engine *e, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err);
+
+/* ---- tensor parallelism (a group of one: these do nothing) */
+
+/* Refuses a tensor-parallel size that does not divide the model's heads, KV heads, widths or vocabulary. */
+int sy_engine_tp_check(const sy_model_config *c, int tp, sy_err *err);
+int sy_engine_tp_rank(const sy_engine *e);
+int sy_engine_tp_size(const sy_engine *e);
+/* Seconds rank 0 may stay idle before it must send a heartbeat; 0: none needed. */
+double sy_engine_heartbeat_interval(const sy_engine *e);
+/* Rank 0: tells the followers it is alive when no plan went out for a heartbeat interval. */
+int sy_engine_heartbeat(sy_engine *e, sy_err *err);
+/* true once a collective or the plan channel failed: the group is gone, why says why. */
+bool sy_engine_broken(const sy_engine *e, const char **why);
+/*
+ * A follower rank's life: runs every plan rank 0 sends (steps, block
+ * copies) until the shutdown plan (SY_OK) or until the group breaks (rank 0
+ * died, a peer died, a timeout: an error naming the rank).
+ */
+int sy_engine_follow(sy_engine *e, sy_err *err);
 
 #endif

@@ -2,6 +2,7 @@
 #ifndef SY_ENGINE_INTERNAL_H
 #define SY_ENGINE_INTERNAL_H
 
+#include "dist/plan.h"
 #include "engine/engine.h"
 #include "plugin/host.h"
 #include "plugin/loader.h"
@@ -41,10 +42,49 @@ struct sy_engine {
     sy_tensor h, xn, q, k, v, att_out, proj, gate, up, router, sel, logits;
     /* Host-side step description. */
     int32_t *ids, *pos, *tok_start, *ctx_len, *block_table, *sel_rows;
+    /* Shared experts' output [T, H] (DeepSeek-V3, GLM); multi-head latent attention state (forward_mla.c). */
+    sy_tensor sh_out;
+    struct sy_mla *mla;
+
+    /* Tensor parallelism (tp_shard.c, tp_step.c); tp_size 1: none. Heads,
+     * KV heads and the MLP widths of this rank are in attn_problem and the
+     * weights' shapes; the vocabulary slice is [vocab_start, +vocab_local). */
+    int tp_rank, tp_size;
+    int32_t vocab_local, vocab_start;
+    int32_t *ids_local;       /* ids mapped into the embedding slice (vocab_local: the zero row) */
+    sy_tensor gathered;       /* [tp_size * max_seqs, vocab_local]: every rank's logits */
+    float *gathered_host;
+    void **tp_bufs;           /* weight copies the prepared weights and the moe plugin point into */
+    size_t n_tp_bufs, cap_tp_bufs;
+    sy_plan_chan chan;
+    sy_plan plan;
+    bool tp_broken;           /* a collective or the plan channel failed: the group is gone */
+    char tp_broken_msg[512];
+    double heartbeat_s, last_plan_s;
 };
 
 /* forward.c */
 int sy__engine_alloc_activations(struct sy_engine *e, sy_err *err);
 void sy__engine_free_activations(struct sy_engine *e);
+/* The step itself on this rank (sy_engine_step in tp_step.c sends the plan first). */
+int sy__engine_forward(struct sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float *logits, sy_err *err);
+
+/* forward_mla.c: the latent KV cache and pool instead of the attention plugin's (MLA models) */
+int sy__mla_open(struct sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err);
+void sy__mla_close(struct sy_engine *e);
+/* Copy-on-write of whole blocks of the latent (and indexer key) cache. */
+int sy__mla_copy_blocks(struct sy_engine *e, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err);
+/* proj [T, H] = o_proj(MLA attention of xn [T, H]) for one layer, caching the step's latents. */
+int sy__mla_attention(struct sy_engine *e, int32_t layer, const sy_attn_batch *b, int32_t T, const sy_tensor *xn,
+                      sy_tensor *proj, sy_err *err);
+
+/* tp_shard.c */
+int sy__tp_shard_vocab(struct sy_engine *e, sy_tensor *embed, sy_tensor *lm_head, sy_err *err);
+int sy__tp_shard_layer(struct sy_engine *e, int32_t layer, const sy_layer_weights *src, sy_layer_weights *dst,
+                       sy_err *err);
+void sy__tp_free_bufs(struct sy_engine *e);
+
+/* tp_step.c */
+void sy__tp_shutdown(struct sy_engine *e);
 
 #endif

@@ -25,20 +25,36 @@ int sy__engine_alloc_activations(sy_engine *e, sy_err *err)
     const sy_model_config *c = e->mc;
     const int64_t T = e->max_batch_tokens;
     const int64_t S = e->max_seqs;
-    int64_t F = c->intermediate > c->moe_inter ? c->intermediate : c->moe_inter;
+    /* Widths of this rank's share (all of it without tensor parallelism). */
+    const int64_t tp = e->tp_size;
+    int64_t F = (c->intermediate > c->moe_inter ? c->intermediate : c->moe_inter) / tp;
+    if ((int64_t)c->n_shared_experts * c->moe_inter / tp > F) /* the shared experts' MLP uses gate/up too */
+        F = (int64_t)c->n_shared_experts * c->moe_inter / tp;
     if (F <= 0)
         F = 1;
+    const int64_t Nh = c->n_heads / tp, Nkv = c->n_kv_heads / tp;
     int rc;
     if ((rc = alloc_act(e, &e->h, T, c->hidden, err)) || (rc = alloc_act(e, &e->xn, T, c->hidden, err)) ||
-        (rc = alloc_act(e, &e->q, T, (int64_t)c->n_heads * c->head_dim, err)) ||
-        (rc = alloc_act(e, &e->k, T, (int64_t)c->n_kv_heads * c->head_dim, err)) ||
-        (rc = alloc_act(e, &e->v, T, (int64_t)c->n_kv_heads * c->head_dim, err)) ||
-        (rc = alloc_act(e, &e->att_out, T, (int64_t)c->n_heads * c->head_dim, err)) ||
+        (rc = alloc_act(e, &e->q, T, Nh * c->head_dim, err)) ||
+        (rc = alloc_act(e, &e->k, T, Nkv * c->head_dim, err)) ||
+        (rc = alloc_act(e, &e->v, T, Nkv * c->head_dim, err)) ||
+        (rc = alloc_act(e, &e->att_out, T, Nh * c->head_dim, err)) ||
         (rc = alloc_act(e, &e->proj, T, c->hidden, err)) || (rc = alloc_act(e, &e->gate, T, F, err)) ||
         (rc = alloc_act(e, &e->up, T, F, err)) ||
         (rc = alloc_act(e, &e->router, T, c->n_experts > 0 ? c->n_experts : 1, err)) ||
-        (rc = alloc_act(e, &e->sel, S, c->hidden, err)) || (rc = alloc_act(e, &e->logits, S, c->vocab, err)))
+        (rc = alloc_act(e, &e->sel, S, c->hidden, err)) || (rc = alloc_act(e, &e->logits, S, e->vocab_local, err)))
         return rc;
+    if (c->n_shared_experts > 0 && (rc = alloc_act(e, &e->sh_out, T, c->hidden, err)))
+        return rc;
+    if (tp > 1) {
+        if ((rc = alloc_act(e, &e->gathered, tp * S, e->vocab_local, err)))
+            return rc;
+        e->gathered_host = malloc(sizeof(float) * (size_t)(tp * S) * (size_t)e->vocab_local);
+        e->ids_local = malloc(sizeof(int32_t) * (size_t)T);
+        if (!e->gathered_host || !e->ids_local)
+            return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the tensor-parallel logits for %lld sequences",
+                              (long long)S);
+    }
     e->ids = malloc(sizeof(int32_t) * (size_t)T);
     e->pos = malloc(sizeof(int32_t) * (size_t)T);
     e->tok_start = malloc(sizeof(int32_t) * (size_t)(S + 1));
@@ -53,7 +69,7 @@ int sy__engine_alloc_activations(sy_engine *e, sy_err *err)
 void sy__engine_free_activations(sy_engine *e)
 {
     sy_tensor *ts[] = {&e->h, &e->xn, &e->q, &e->k, &e->v, &e->att_out, &e->proj,
-                       &e->gate, &e->up, &e->router, &e->sel, &e->logits};
+                       &e->gate, &e->up, &e->router, &e->sel, &e->logits, &e->gathered, &e->sh_out};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         if (ts[i]->data && e->dev)
             e->dev->free(e->device->inst, ts[i]);
@@ -63,6 +79,10 @@ void sy__engine_free_activations(sy_engine *e)
     free(e->ctx_len);
     free(e->sel_rows);
     free(e->block_table);
+    free(e->gathered_host);
+    free(e->ids_local);
+    e->gathered_host = NULL;
+    e->ids_local = NULL;
     e->ids = e->pos = e->tok_start = e->ctx_len = e->sel_rows = e->block_table = NULL;
 }
 
@@ -102,6 +122,24 @@ static int linears(const sy_device_ops *dev, void *di, bool multi, const sy_tens
     return SY_OK;
 }
 
+/* DeepSeek-V3 / GLM: proj += the shared experts' dense MLP of xn. */
+static int shared_experts(sy_engine *e, const sy_layer_weights *w, int32_t T, const sy_tensor *xn, sy_tensor *proj,
+                          sy_err *err)
+{
+    const sy_device_ops *dev = e->dev;
+    void *di = e->device->inst;
+    sy_tensor gate = rows(&e->gate, T), up = rows(&e->up, T), out = rows(&e->sh_out, T);
+    gate.shape[1] = up.shape[1] = w->sh_gate.shape[0];
+    gate.stride[0] = up.stride[0] = gate.shape[1];
+    const sy_tensor *ws[2] = {&w->sh_gate, &w->sh_up};
+    sy_tensor *os[2] = {&gate, &up};
+    int rc;
+    if ((rc = linears(dev, di, e->linear_multi, xn, 2, ws, NULL, os, err)) ||
+        (rc = dev->silu_mul(di, &gate, &up, &gate, err)) || (rc = dev->linear(di, &gate, &w->sh_down, NULL, &out, err)))
+        return rc;
+    return dev->add(di, proj, &out, err);
+}
+
 static int check_step(const sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, int32_t *n_tokens, sy_err *err)
 {
     if (n_seqs <= 0 || n_seqs > e->max_seqs)
@@ -131,7 +169,41 @@ static int check_step(const sy_engine *e, const sy_step_seq *seqs, int32_t n_seq
     return SY_OK;
 }
 
-int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float *logits_out, sy_err *err)
+/*
+ * Vocab-parallel embedding: each rank looks up the ids of its slice (the
+ * others hit the slice's zero row), and the sum over ranks is exact.
+ */
+static int embed_tp(sy_engine *e, int32_t T, sy_tensor *h, sy_err *err)
+{
+    for (int32_t t = 0; t < T; t++) {
+        const int32_t id = e->ids[t] - e->vocab_start;
+        e->ids_local[t] = id >= 0 && id < e->vocab_local ? id : e->vocab_local;
+    }
+    int rc = e->dev->embed(e->device->inst, &e->embed, e->ids_local, T, h, err);
+    return rc ? rc : e->com->allreduce_sum(e->comm->inst, h, err);
+}
+
+/*
+ * Every rank's [S, V/tp] logits gathered ([tp*S, V/tp], rank-major), then
+ * laid out as [S, V] rows on the host; followers (out NULL) only take part.
+ */
+static int gather_logits(sy_engine *e, const sy_tensor *logits, int32_t n_sel, float *out, sy_err *err)
+{
+    const int64_t tp = e->tp_size, Vl = e->vocab_local, V = e->mc->vocab;
+    sy_tensor g = rows(&e->gathered, tp * n_sel);
+    int rc = e->com->allgather(e->comm->inst, logits, &g, err);
+    if (rc || !out)
+        return rc;
+    const size_t bytes = sizeof(float) * (size_t)(tp * n_sel) * (size_t)Vl;
+    if ((rc = e->dev->download(e->device->inst, e->gathered_host, &g, bytes, err)))
+        return rc;
+    for (int64_t r = 0; r < tp; r++)
+        for (int64_t s = 0; s < n_sel; s++)
+            memcpy(out + s * V + r * Vl, e->gathered_host + (r * n_sel + s) * Vl, sizeof(float) * (size_t)Vl);
+    return SY_OK;
+}
+
+int sy__engine_forward(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float *logits_out, sy_err *err)
 {
     const sy_model_config *c = e->mc;
     const sy_device_ops *dev = e->dev;
@@ -171,7 +243,7 @@ int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float 
     const bool multi = e->linear_multi;
 
     /* h [T,H] = embed(ids) */
-    if ((rc = dev->embed(di, &e->embed, e->ids, T, &h, err)))
+    if ((rc = tp ? embed_tp(e, T, &h, err) : dev->embed(di, &e->embed, e->ids, T, &h, err)))
         return rc;
     for (int32_t l = 0; l < c->n_layers; l++) {
         const sy_layer_weights *w = &e->layers[l];
@@ -182,6 +254,11 @@ int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float 
             rc = dev->add_rmsnorm(di, &h, &proj, &w->attn_norm, c->rms_eps, &xn, err);
         if (rc)
             return rc;
+        if (e->mla) { /* DeepSeek-V3, GLM-5: latent attention over the core's own cache (forward_mla.c) */
+            if ((rc = sy__mla_attention(e, l, &batch, T, &xn, &proj, err)))
+                return rc;
+            goto attention_done;
+        }
         /* q [T, Nh*D], k/v [T, Nkv*D]: one op */
         {
             const sy_tensor *ws[3] = {&w->wq, &w->wk, &w->wv};
@@ -192,7 +269,7 @@ int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float 
                 return rc;
         }
         if (w->q_norm.data) { /* Qwen3: RMSNorm of each head before RoPE */
-            sy_tensor qh = per_head(&q, T, c->n_heads), kh = per_head(&k, T, c->n_kv_heads);
+            sy_tensor qh = per_head(&q, T, c->n_heads / e->tp_size), kh = per_head(&k, T, c->n_kv_heads / e->tp_size);
             if ((rc = dev->rmsnorm(di, &qh, &w->q_norm, c->rms_eps, &qh, err)) ||
                 (rc = dev->rmsnorm(di, &kh, &w->k_norm, c->rms_eps, &kh, err)))
                 return rc;
@@ -205,6 +282,7 @@ int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float 
         /* proj [T,H] = att . Wo^T, summed over ranks */
         if ((rc = dev->linear(di, &att, &w->wo, NULL, &proj, err)))
             return rc;
+    attention_done:
         if (tp && (rc = e->com->allreduce_sum(e->comm->inst, &proj, err)))
             return rc;
         /* h += proj; xn = norm(h) */
@@ -215,6 +293,8 @@ int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float 
             sy_tensor router = rows(&e->router, T);
             if ((rc = dev->linear(di, &xn, &w->router, NULL, &router, err)) ||
                 (rc = e->mo->forward(e->moe->inst, l, &xn, &router, &proj, err)))
+                return rc;
+            if (w->sh_gate.data && (rc = shared_experts(e, w, T, &xn, &proj, err)))
                 return rc;
         } else {
             /* gate/up [T,F]; proj [T,H] = down(silu(gate) * up) */
@@ -240,5 +320,7 @@ int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float 
     if ((rc = dev->embed(di, &xn, e->sel_rows, n_sel, &sel, err)) ||
         (rc = dev->linear(di, &sel, &e->lm_head, NULL, &logits, err)))
         return rc;
+    if (tp)
+        return gather_logits(e, &logits, n_sel, logits_out, err);
     return dev->download(di, logits_out, &logits, sizeof(float) * (size_t)n_sel * (size_t)c->vocab, err);
 }

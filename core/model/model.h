@@ -20,13 +20,17 @@ typedef enum sy_arch {
     SY_ARCH_LLAMA = 0, /* LlamaForCausalLM (also Mistral) */
     SY_ARCH_MIXTRAL,   /* MixtralForCausalLM */
     SY_ARCH_QWEN3_MOE, /* Qwen3MoeForCausalLM */
+    SY_ARCH_DEEPSEEK_V3, /* DeepseekV3ForCausalLM: MLA, shared experts, sigmoid grouped routing */
+    SY_ARCH_GLM4_MOE,    /* Glm4MoeForCausalLM: GQA + partial RoPE, shared experts, sigmoid routing */
+    SY_ARCH_GLM_MOE_DSA, /* GlmMoeDsaForCausalLM (GLM-5): MLA + the DSA sparse-attention indexer */
     SY_ARCH_COUNT
 } sy_arch;
 
 typedef enum sy_rope_scaling_type {
     SY_ROPE_SCALING_NONE = 0,
     SY_ROPE_SCALING_LINEAR,
-    SY_ROPE_SCALING_LLAMA3
+    SY_ROPE_SCALING_LLAMA3,
+    SY_ROPE_SCALING_YARN /* MLA families only (DeepSeek-V3's long-context RoPE) */
 } sy_rope_scaling_type;
 
 typedef struct sy_model_config {
@@ -55,6 +59,9 @@ typedef struct sy_model_config {
     float rope_low_freq_factor;
     float rope_high_freq_factor;
     int32_t rope_original_max_pos;
+    float rope_beta_fast, rope_beta_slow;       /* yarn */
+    float rope_mscale, rope_mscale_all_dim;     /* yarn; 0: absent */
+    bool rope_interleave; /* rotate pairs (2i, 2i+1) instead of halves (MLA families) */
 
     /* MoE (n_experts == 0: dense) */
     int32_t n_experts;
@@ -63,6 +70,22 @@ typedef struct sy_model_config {
     bool norm_topk_prob;
     int32_t decoder_sparse_step; /* layer i is MoE when (i+1) % step == 0 */
     uint8_t *layer_is_moe;       /* [n_layers], derived from step and mlp_only_layers */
+    int32_t moe_scoring;         /* sy_moe_scoring: softmax, or sigmoid (DeepSeek-V3, GLM) */
+    bool moe_score_bias;         /* the router has e_score_correction_bias (selection only) */
+    float routed_scaling_factor; /* 1 when unused */
+    int32_t n_group, topk_group; /* grouped top-k; n_group <= 1: none */
+    int32_t n_shared_experts;    /* a dense MLP of n_shared*moe_inter added to each MoE layer's output */
+
+    /* Multi-head latent attention (DeepSeek-V3, GLM-5); head_dim is then
+     * qk_nope_dim + qk_rope_dim and rotary_dim is qk_rope_dim. */
+    bool mla;
+    int32_t q_lora_rank; /* 0: a plain q_proj */
+    int32_t kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
+
+    /* DSA indexer (GLM-5): index_topk past positions per query, chosen by a
+     * small multi-head scorer; 0 index_topk: none. */
+    int32_t index_n_heads, index_head_dim, index_topk;
+    uint8_t *layer_has_indexer; /* [n_layers]: 1 runs its own indexer, 0 reuses the previous one's choice */
 
     /* Sliding-window attention span in tokens (Mistral, Mixtral); 0: full
      * attention (also when the window covers max_pos anyway). */
@@ -98,14 +121,30 @@ typedef struct sy_layer_weights {
     sy_tensor *exp_gate;   /* [n_experts] of [moe_inter, hidden] */
     sy_tensor *exp_up;     /* [n_experts] of [moe_inter, hidden] */
     sy_tensor *exp_down;   /* [n_experts] of [hidden, moe_inter] */
+    sy_tensor score_bias;  /* [n_experts] e_score_correction_bias */
+    sy_tensor sh_gate, sh_up; /* [n_shared*moe_inter, hidden] shared experts */
+    sy_tensor sh_down;        /* [hidden, n_shared*moe_inter] */
+
+    /* MLA (wq is then q_proj [n_heads*(nope+rope), hidden] when q_lora_rank is 0) */
+    sy_tensor q_a, q_a_norm, q_b; /* [q_lora, hidden], [q_lora], [n_heads*(nope+rope), q_lora] */
+    sy_tensor kv_a;               /* [kv_lora + rope, hidden] (kv_a_proj_with_mqa) */
+    sy_tensor kv_a_norm;          /* [kv_lora] */
+    sy_tensor kv_b;               /* [n_heads*(nope + v_head_dim), kv_lora] */
+    /* DSA indexer */
+    sy_tensor idx_wq_b;           /* [index_n_heads*index_head_dim, q_lora] */
+    sy_tensor idx_wk;             /* [index_head_dim, hidden] */
+    sy_tensor idx_k_norm, idx_k_norm_b; /* LayerNorm [index_head_dim] weight and bias */
+    sy_tensor idx_wproj;          /* [index_n_heads, hidden] (weights_proj) */
 } sy_layer_weights;
 
 typedef struct sy_safetensors sy_safetensors; /* safetensors.h */
+typedef struct sy_model_quant sy_model_quant; /* model_quant.h */
 
 typedef struct sy_model {
     char dir[4096];
     sy_model_config cfg;
     sy_safetensors *st; /* owns the mmaps behind every view below */
+    sy_model_quant *quant; /* the checkpoint's quantisation scheme (method NONE for float checkpoints) */
 
     sy_tensor embed;      /* [vocab, hidden] */
     sy_tensor final_norm; /* [hidden] */

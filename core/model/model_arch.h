@@ -10,9 +10,9 @@
  * config defaults, and a hook that reads its family-specific config fields
  * (MoE sizes, which layers are MoE).
  *
- * Adding a family (DeepSeek-V3's MLA, shared experts, first_k_dense_replace)
- * means: new roles and dimensions here, their slots in sy_layer_weights,
- * config fields in sy_model_config, and one more row with its hook.
+ * Adding a family means: new roles and dimensions here, their slots in
+ * sy_layer_weights, config fields in sy_model_config, and one more row with
+ * its hook (DeepSeek-V3, GLM-4-MoE and GLM-5 were added that way).
  */
 #ifndef SY_MODEL_ARCH_H
 #define SY_MODEL_ARCH_H
@@ -44,6 +44,21 @@ typedef enum sy_role {
     SY_ROLE_UP,
     SY_ROLE_DOWN,
     SY_ROLE_ROUTER,
+    SY_ROLE_SCORE_BIAS,
+    SY_ROLE_SH_GATE,
+    SY_ROLE_SH_UP,
+    SY_ROLE_SH_DOWN,
+    SY_ROLE_Q_A,
+    SY_ROLE_Q_A_NORM,
+    SY_ROLE_Q_B,
+    SY_ROLE_KV_A,
+    SY_ROLE_KV_A_NORM,
+    SY_ROLE_KV_B,
+    SY_ROLE_IDX_WQ_B,
+    SY_ROLE_IDX_WK,
+    SY_ROLE_IDX_K_NORM,
+    SY_ROLE_IDX_K_NORM_B,
+    SY_ROLE_IDX_WPROJ,
     /* expert scope */
     SY_ROLE_EXP_GATE,
     SY_ROLE_EXP_UP,
@@ -60,7 +75,14 @@ typedef enum sy_role_when {
     SY_WHEN_ATTN_BIAS, /* attention_bias true */
     SY_WHEN_QK_NORM,   /* cfg.qk_norm */
     SY_WHEN_DENSE,     /* a layer with a dense MLP */
-    SY_WHEN_MOE        /* an MoE layer */
+    SY_WHEN_MOE,       /* an MoE layer */
+    SY_WHEN_Q_PROJ,    /* a plain query projection: not MLA with q_lora_rank */
+    SY_WHEN_GQA,       /* per-head k/v projections: not MLA */
+    SY_WHEN_MLA,       /* MLA */
+    SY_WHEN_MLA_QLORA, /* MLA with q_lora_rank */
+    SY_WHEN_SCORE_BIAS, /* an MoE layer whose router has e_score_correction_bias */
+    SY_WHEN_SHARED,    /* an MoE layer with n_shared_experts > 0 */
+    SY_WHEN_INDEXER    /* a layer that runs its own DSA indexer */
 } sy_role_when;
 
 /* Config dimensions a shape is made of. */
@@ -68,12 +90,21 @@ typedef enum sy_dim {
     SY_DIM_NONE = 0,
     SY_DIM_HIDDEN,
     SY_DIM_VOCAB,
-    SY_DIM_Q,  /* n_heads * head_dim */
+    SY_DIM_Q,  /* n_heads * head_dim (MLA: head_dim = qk_nope + qk_rope) */
+    SY_DIM_O,  /* attention output width: n_heads * (MLA ? v_head_dim : head_dim) */
     SY_DIM_KV, /* n_kv_heads * head_dim */
     SY_DIM_HEAD,
     SY_DIM_INTER,
     SY_DIM_MOE_INTER,
     SY_DIM_EXPERTS,
+    SY_DIM_SHARED_INTER, /* n_shared_experts * moe_inter */
+    SY_DIM_Q_LORA,
+    SY_DIM_KV_LORA,
+    SY_DIM_KV_A,         /* kv_lora_rank + qk_rope_head_dim */
+    SY_DIM_KV_B,         /* n_heads * (qk_nope_head_dim + v_head_dim) */
+    SY_DIM_IDX_Q,        /* index_n_heads * index_head_dim */
+    SY_DIM_IDX_HEAD,
+    SY_DIM_IDX_HEADS,
     SY_DIM_COUNT
 } sy_dim;
 
@@ -115,7 +146,7 @@ void sy__model_arch_supported(char *buf, size_t cap);
 bool sy__model_role_needed(const sy_model_config *cfg, sy_role r, int layer);
 /* Value and config spelling ("num_attention_heads*head_dim") of a dimension. */
 int64_t sy__model_dim_value(const sy_model_config *cfg, sy_dim d);
-const char *sy__model_dim_name(sy_dim d);
+const char *sy__model_dim_name(const sy_model_config *cfg, sy_dim d);
 /* Expands "{L}" and "{E}" in pattern; -1 if it does not fit. */
 int sy__model_tensor_name(char *out, size_t cap, const char *pattern, int layer, int expert);
 /* Where role r of layer / expert lives in m. */

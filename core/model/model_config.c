@@ -75,51 +75,85 @@ static int read_arch(const sy_json_reader *r, const json_t *root, sy_model_confi
     return sy__mjson_string(r, root, NULL, "model_type", false, cfg->model_type, sizeof cfg->model_type);
 }
 
-static int read_rope_scaling(const sy_json_reader *r, const json_t *root, sy_model_config *cfg)
+/* yarn (DeepSeek-V3): transformers' _compute_yarn_parameters fields. */
+static int read_yarn(const sy_json_reader *r, const json_t *rs, sy_model_config *cfg)
+{
+    int rc = sy__mjson_int(r, rs, "rope_scaling", "original_max_position_embeddings", true, 0, 1, INT32_MAX,
+                           &cfg->rope_original_max_pos);
+    if (rc == SY_OK)
+        rc = sy__mjson_float(r, rs, "rope_scaling", "beta_fast", false, 32.0, 1e-6, 1e6, &cfg->rope_beta_fast);
+    if (rc == SY_OK)
+        rc = sy__mjson_float(r, rs, "rope_scaling", "beta_slow", false, 1.0, 1e-6, 1e6, &cfg->rope_beta_slow);
+    if (rc == SY_OK)
+        rc = sy__mjson_float(r, rs, "rope_scaling", "mscale", false, 0.0, 0.0, 1e6, &cfg->rope_mscale);
+    if (rc == SY_OK)
+        rc = sy__mjson_float(r, rs, "rope_scaling", "mscale_all_dim", false, 0.0, 0.0, 1e6, &cfg->rope_mscale_all_dim);
+    if (rc != SY_OK)
+        return rc;
+    if (sy__mjson_field(rs, "attention_factor"))
+        return sy_err_set(r->err, SY_ERR_UNSUPPORTED, "%s: rope_scaling.attention_factor is not supported (it is "
+                                                      "derived from factor, mscale and mscale_all_dim)",
+                          r->path);
+    cfg->rope_scaling = SY_ROPE_SCALING_YARN;
+    return SY_OK;
+}
+
+/* rope_scaling, or transformers 5's rope_parameters (which also carries rope_theta). */
+static int read_rope_scaling(const sy_json_reader *r, const json_t *root, bool mla, sy_model_config *cfg)
 {
     cfg->rope_scaling = SY_ROPE_SCALING_NONE;
     cfg->rope_factor = 1.0f;
-    json_t *rs = sy__mjson_field(root, "rope_scaling");
+    const char *field = "rope_scaling";
+    json_t *rs = sy__mjson_field(root, field);
+    if (!rs && (rs = sy__mjson_field(root, "rope_parameters")) != NULL) {
+        field = "rope_parameters";
+        if (json_is_object(rs) && sy__mjson_field(rs, "rope_theta")) {
+            int rc = sy__mjson_float(r, rs, field, "rope_theta", true, 0, 1.0, 1e15, &cfg->rope_theta);
+            if (rc != SY_OK)
+                return rc;
+        }
+    }
     if (!rs)
         return SY_OK;
     if (!json_is_object(rs))
-        return sy_err_set(r->err, SY_ERR_INVALID, "%s: field 'rope_scaling' should be an object or null, found %s",
-                          r->path, sy__mjson_type_name(rs));
+        return sy_err_set(r->err, SY_ERR_INVALID, "%s: field '%s' should be an object or null, found %s", r->path,
+                          field, sy__mjson_type_name(rs));
     const char *key = sy__mjson_field(rs, "rope_type") ? "rope_type" : "type";
     char type[64];
-    int rc = sy__mjson_string(r, rs, "rope_scaling", key, false, type, sizeof type);
+    int rc = sy__mjson_string(r, rs, field, key, false, type, sizeof type);
     if (rc != SY_OK)
         return rc;
     if (!type[0])
-        return sy_err_set(r->err, SY_ERR_INVALID, "%s: field 'rope_scaling' has neither 'rope_type' nor 'type'",
-                          r->path);
+        return sy_err_set(r->err, SY_ERR_INVALID, "%s: field '%s' has neither 'rope_type' nor 'type'", r->path, field);
     if (strcmp(type, "default") == 0)
         return SY_OK;
     bool linear = strcmp(type, "linear") == 0, llama3 = strcmp(type, "llama3") == 0;
-    if (!linear && !llama3)
+    bool yarn = mla && strcmp(type, "yarn") == 0;
+    if (!linear && !llama3 && !yarn)
         return sy_err_set(r->err, SY_ERR_UNSUPPORTED,
-                          "%s: rope_scaling.%s '%s' is not supported (supported: linear, llama3, or null)", r->path,
-                          key, type);
-    rc = sy__mjson_float(r, rs, "rope_scaling", "factor", true, 1.0, 1e-6, 1e6, &cfg->rope_factor);
+                          "%s: %s.%s '%s' is not supported (supported: linear, llama3, %sor null)", r->path, field,
+                          key, type, mla ? "yarn, " : "yarn only for MLA models (DeepSeek-V3, GLM-5), ");
+    rc = sy__mjson_float(r, rs, field, "factor", true, 1.0, 1e-6, 1e6, &cfg->rope_factor);
     if (rc != SY_OK)
         return rc;
+    if (yarn)
+        return read_yarn(r, rs, cfg);
     if (linear) {
         cfg->rope_scaling = SY_ROPE_SCALING_LINEAR;
         return SY_OK;
     }
     cfg->rope_scaling = SY_ROPE_SCALING_LLAMA3;
-    rc = sy__mjson_float(r, rs, "rope_scaling", "low_freq_factor", true, 0, 1e-6, 1e6, &cfg->rope_low_freq_factor);
+    rc = sy__mjson_float(r, rs, field, "low_freq_factor", true, 0, 1e-6, 1e6, &cfg->rope_low_freq_factor);
     if (rc == SY_OK)
-        rc = sy__mjson_float(r, rs, "rope_scaling", "high_freq_factor", true, 0, 1e-6, 1e6,
-                            &cfg->rope_high_freq_factor);
+        rc = sy__mjson_float(r, rs, field, "high_freq_factor", true, 0, 1e-6, 1e6, &cfg->rope_high_freq_factor);
     if (rc == SY_OK)
-        rc = sy__mjson_int(r, rs, "rope_scaling", "original_max_position_embeddings", true, 0, 1, INT32_MAX,
+        rc = sy__mjson_int(r, rs, field, "original_max_position_embeddings", true, 0, 1, INT32_MAX,
                           &cfg->rope_original_max_pos);
     if (rc != SY_OK)
         return rc;
     if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor))
         return sy_err_set(r->err, SY_ERR_INVALID,
-                          "%s: rope_scaling.high_freq_factor (%g) must be larger than low_freq_factor (%g)", r->path,
+                          "%s: %s.high_freq_factor (%g) must be larger than low_freq_factor (%g)", r->path, field,
                           (double)cfg->rope_high_freq_factor, (double)cfg->rope_low_freq_factor);
     return SY_OK;
 }
@@ -169,7 +203,7 @@ static int read_rope(const sy_json_reader *r, const json_t *root, const sy_arch_
     if (rc == SY_OK)
         rc = sy__mjson_float(r, root, NULL, "partial_rotary_factor", false, 1.0, 1e-6, 1.0, &prf);
     if (rc == SY_OK)
-        rc = read_rope_scaling(r, root, cfg);
+        rc = read_rope_scaling(r, root, d->arch == SY_ARCH_DEEPSEEK_V3 || d->arch == SY_ARCH_GLM_MOE_DSA, cfg);
     if (rc != SY_OK)
         return rc;
     cfg->rotary_dim = (int32_t)((double)cfg->head_dim * (double)prf);
@@ -295,6 +329,7 @@ int sy_model_config_load(const char *dir, sy_model_config *cfg, sy_err *err)
     }
     if (rc == SY_OK) {
         cfg->decoder_sparse_step = 1;
+        cfg->routed_scaling_factor = 1.0f;
         rc = d->parse_extra(&r, root, cfg);
     }
     if (rc == SY_OK)
@@ -318,4 +353,6 @@ void sy_model_config_free(sy_model_config *cfg)
         return;
     free(cfg->layer_is_moe);
     cfg->layer_is_moe = NULL;
+    free(cfg->layer_has_indexer);
+    cfg->layer_has_indexer = NULL;
 }

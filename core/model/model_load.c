@@ -13,6 +13,7 @@
 #include "model/model.h"
 
 #include "model/model_arch.h"
+#include "model/model_quant.h"
 #include "model/safetensors.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -71,11 +72,27 @@ static int check_shape(load_ctx *c, const sy_role_desc *rd, const char *file, co
     shape_str(want_s, sizeof want_s, want, nd);
     size_t o = (size_t)snprintf(names, sizeof names, "[");
     for (int i = 0; i < nd && o < sizeof names; i++)
-        o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", i ? ", " : "", sy__model_dim_name(rd->shape[i]));
+        o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", i ? ", " : "", sy__model_dim_name(cfg, rd->shape[i]));
     if (o < sizeof names)
         snprintf(names + o, sizeof names - o, "]");
     return sy_err_set(c->err, SY_ERR_INVALID, "%s: tensor '%s' has shape %s, but config.json implies %s = %s", file,
                       name, got_s, names, want_s);
+}
+
+/* Records e as read by the model (unused-tensor report, fault-in, byte count). */
+static int mark_bound(load_ctx *c, const sy_st_entry *e, const char *name)
+{
+    c->used[(size_t)(e - sy_st_at(c->m->st, 0))] = 1;
+    if (c->n_bound == c->cap_bound) {
+        size_t nc = c->cap_bound ? c->cap_bound * 2 : 256;
+        const sy_st_entry **nb = realloc(c->bound, nc * sizeof *nb);
+        if (!nb)
+            return sy_err_set(c->err, SY_ERR_NOMEM, "out of memory binding '%s'", name);
+        c->bound = nb;
+        c->cap_bound = nc;
+    }
+    c->bound[c->n_bound++] = e;
+    return SY_OK;
 }
 
 static int bind(load_ctx *c, sy_role r, int layer, int expert)
@@ -98,32 +115,37 @@ static int bind(load_ctx *c, sy_role r, int layer, int expert)
     const char *slash = file ? strrchr(file, '/') : NULL;
     file = slash ? slash + 1 : file ? file : "?";
     sy_dtype dt = e->view.dtype;
-    if (dt != SY_DTYPE_F32 && dt != SY_DTYPE_F16 && dt != SY_DTYPE_BF16)
+    sy_tensor view = e->view;
+    const sy_st_entry *scales[4];
+    int n_scales = 0;
+    if (dt == SY_DTYPE_FP8_E4M3 || dt == SY_DTYPE_U8) { /* quantised: the view gains its scales (model_quant.c) */
+        int qrc = sy_model_quant_bind(c->m->quant, c->m->st, file, name, e, &view, scales, &n_scales, c->err);
+        if (qrc != SY_OK)
+            return qrc;
+    } else if (dt != SY_DTYPE_F32 && dt != SY_DTYPE_F16 && dt != SY_DTYPE_BF16) {
         return sy_err_set(c->err, SY_ERR_UNSUPPORTED,
-                          "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16 (quantised checkpoints are "
-                          "not supported yet)",
+                          "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16, or F8_E4M3 / U8 (NVFP4) "
+                          "with their scales",
                           file, name, sy_dtype_name(dt));
-    int rc = check_shape(c, rd, file, name, &e->view);
+    }
+    int rc = check_shape(c, rd, file, name, &view);
     if (rc != SY_OK)
         return rc;
     sy_tensor *slot = sy__model_role_slot(c->m, r, layer, expert);
     if (!slot)
         return sy_err_set(c->err, SY_ERR_INTERNAL, "no slot for %s", where);
-    *slot = e->view;
+    *slot = view;
+    for (int i = 0; i < n_scales; i++) {
+        size_t si = (size_t)(scales[i] - sy_st_at(c->m->st, 0));
+        if (c->used[si])
+            continue;
+        if ((rc = mark_bound(c, scales[i], name)) != SY_OK)
+            return rc;
+    }
     size_t idx = (size_t)(e - sy_st_at(c->m->st, 0));
     if (c->used[idx])
         return SY_OK;
-    c->used[idx] = 1;
-    if (c->n_bound == c->cap_bound) {
-        size_t nc = c->cap_bound ? c->cap_bound * 2 : 256;
-        const sy_st_entry **nb = realloc(c->bound, nc * sizeof *nb);
-        if (!nb)
-            return sy_err_set(c->err, SY_ERR_NOMEM, "out of memory binding '%s'", name);
-        c->bound = nb;
-        c->cap_bound = nc;
-    }
-    c->bound[c->n_bound++] = e;
-    return SY_OK;
+    return mark_bound(c, e, name);
 }
 
 static int alloc_layers(sy_model *m, sy_err *err)
@@ -257,6 +279,14 @@ int sy_model_load(const char *dir, sy_load_progress_fn progress, void *progress_
     rc = sy_model_config_load(dir, &m->cfg, err);
     if (rc != SY_OK)
         goto fail;
+    m->quant = calloc(1, sizeof *m->quant);
+    if (!m->quant) {
+        rc = sy_err_set(err, SY_ERR_NOMEM, "%s: out of memory", dir);
+        goto fail;
+    }
+    rc = sy_model_quant_load(dir, m->quant, err);
+    if (rc != SY_OK)
+        goto fail;
     c.arch = sy__model_arch_find(m->cfg.arch_name);
     if (!c.arch) {
         rc = sy_err_set(err, SY_ERR_INTERNAL, "%s: architecture '%s' vanished from the table", dir,
@@ -278,13 +308,18 @@ int sy_model_load(const char *dir, sy_load_progress_fn progress, void *progress_
         goto fail;
     report_unused(&c);
     for (size_t i = 0; i < c.n_bound; i++) {
-        m->n_params += (uint64_t)sy_tensor_numel(&c.bound[i]->view);
-        m->weight_bytes += c.bound[i]->nbytes;
+        const sy_st_entry *e = c.bound[i];
+        /* Scales are not parameters; an NVFP4 byte holds two. */
+        if (!sy_model_quant_is_scale(e->name))
+            m->n_params += (uint64_t)sy_tensor_numel(&e->view) * (m->quant->method == SY_QUANT_NVFP4 &&
+                                                                    e->view.dtype == SY_DTYPE_U8 ? 2u : 1u);
+        m->weight_bytes += e->nbytes;
     }
     fault_in(&c, progress, progress_arg);
-    sy_info("loaded %s: %s, %d layers, %llu parameters, %.1f MiB in %zu tensors (%.2f s)", dir, m->cfg.arch_name,
-            m->cfg.n_layers, (unsigned long long)m->n_params, (double)m->weight_bytes / (1024.0 * 1024.0), c.n_bound,
-            sy_now() - t0);
+    sy_info("loaded %s: %s, %d layers, %llu parameters, %.1f MiB in %zu tensors%s%s (%.2f s)", dir,
+            m->cfg.arch_name, m->cfg.n_layers, (unsigned long long)m->n_params,
+            (double)m->weight_bytes / (1024.0 * 1024.0), c.n_bound, m->quant->method ? ", quantised " : "",
+            m->quant->method ? sy_quant_method_name(m->quant->method) : "", sy_now() - t0);
     free(c.bound);
     free(c.used);
     *out = m;
@@ -309,6 +344,10 @@ void sy_model_free(sy_model *m)
         free(m->layers);
     }
     sy_model_config_free(&m->cfg);
+    if (m->quant) {
+        sy_model_quant_free(m->quant);
+        free(m->quant);
+    }
     sy_st_close(m->st);
     free(m);
 }
@@ -320,7 +359,9 @@ const char *sy_model_tensor_name(const sy_model *m, const sy_tensor *t)
     size_t n = sy_st_count(m->st);
     for (size_t i = 0; i < n; i++) {
         const sy_st_entry *e = sy_st_at(m->st, i);
-        if (e->view.data == t->data && e->view.dtype == t->dtype)
+        /* NVFP4 views are U8 in the file, FP4_E2M1 once bound */
+        if (e->view.data == t->data &&
+            (e->view.dtype == t->dtype || (e->view.dtype == SY_DTYPE_U8 && t->dtype == SY_DTYPE_FP4_E2M1)))
             return e->name;
     }
     return NULL;

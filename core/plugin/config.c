@@ -449,6 +449,19 @@ static int handler(void *user, const char *section, const char *name, const char
                    s->ents[i]->file, s->ents[i]->line);
             return 0;
         }
+    /* `plugin = sub/x.so` means next to this INI file, wherever switchyard
+     * runs from; the working directory must never decide which code loads. */
+    char joined[4096];
+    const char *slash = strrchr(st->file, '/');
+    if (strcmp(name, "plugin") == 0 && strcmp(section, "plugins") != 0 && strchr(value, '/') && value[0] != '/' &&
+        slash) {
+        int n = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - st->file), st->file, value);
+        if (n < 0 || (size_t)n >= sizeof joined) {
+            record(st, SY_ERR_INVALID, "plugin path \"%.100s...\" is too long", value);
+            return 0;
+        }
+        value = joined;
+    }
     if (!put_entry(st->c, s, name, value, st->file, st->lineno)) {
         record(st, SY_ERR_NOMEM, "out of memory");
         return 0;

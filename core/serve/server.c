@@ -8,7 +8,9 @@
 #include "util/log.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,6 +38,8 @@ struct sy_server {
     size_t n_cancels, cap_cancels;
     uint64_t next_id;
     bool stop, accepting, sched_idle, abort_all;
+    bool failed; /* the tensor-parallel group broke: nothing can run any more */
+    char failed_msg[512];
     sy_sched_stats last; /* after the last step */
 };
 
@@ -52,6 +56,57 @@ static sy_server *from_ctx(void *ctx)
 
 /* ------------------------------------------------------------ engine thread */
 
+/*
+ * The group is gone (a rank died or timed out): every request fails, none
+ * are taken, and the process is asked to stop (SIGTERM, which serve takes
+ * with sigwait) so the operator's supervisor can restart the whole group.
+ * Called on the engine thread without the lock.
+ */
+static void group_failed(sy_server *s, const char *why)
+{
+    pthread_mutex_lock(&s->lock);
+    const bool first = !s->failed;
+    s->failed = true;
+    s->accepting = false;
+    snprintf(s->failed_msg, sizeof s->failed_msg, "%s", why);
+    pthread_mutex_unlock(&s->lock);
+    if (!first)
+        return;
+    sy_error("tensor-parallel group failed: %s; refusing requests and stopping", why);
+    sy_sched_abort_all(s->sched);
+    kill(getpid(), SIGTERM);
+}
+
+/* Waits for work; a tensor-parallel rank 0 wakes up to send heartbeats while idle. */
+static void wait_for_work(sy_server *s)
+{
+    const double hb = s->failed ? 0 : sy_engine_heartbeat_interval(s->e);
+    while (!s->stop && s->n_in == 0 && s->n_cancels == 0 && s->sched_idle && !s->abort_all) {
+        if (hb <= 0) {
+            pthread_cond_wait(&s->wake, &s->lock);
+            continue;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)hb;
+        until.tv_nsec += (long)((hb - (double)(time_t)hb) * 1e9);
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&s->wake, &s->lock, &until) == 0)
+            continue;
+        pthread_mutex_unlock(&s->lock);
+        sy_err err = {{0}};
+        const int rc = sy_engine_heartbeat(s->e, &err);
+        if (rc)
+            group_failed(s, err.msg);
+        pthread_mutex_lock(&s->lock);
+        if (rc)
+            return;
+    }
+}
+
 static void *engine_loop(void *arg)
 {
     sy_server *s = arg;
@@ -59,8 +114,7 @@ static void *engine_loop(void *arg)
     size_t cap = 0;
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        while (!s->stop && s->n_in == 0 && s->n_cancels == 0 && s->sched_idle && !s->abort_all)
-            pthread_cond_wait(&s->wake, &s->lock);
+        wait_for_work(s);
         if (s->stop)
             break;
         sy_seq *in = s->in_head;
@@ -92,6 +146,9 @@ static void *engine_loop(void *arg)
         sy_err err = {{0}};
         if (sy_sched_step(s->sched, &err) < 0)
             sy_error("engine step failed (its requests got an error): %s", err.msg);
+        const char *why = NULL;
+        if (sy_engine_broken(s->e, &why))
+            group_failed(s, why);
 
         sy_sched_stats st;
         sy_sched_stats_get(s->sched, &st);
@@ -433,6 +490,16 @@ void sy_server_free(sy_server *s)
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->idle);
     free(s);
+}
+
+bool sy_server_failed(sy_server *s, char *why, size_t n)
+{
+    pthread_mutex_lock(&s->lock);
+    const bool f = s->failed;
+    if (f && why && n)
+        snprintf(why, n, "%s", s->failed_msg);
+    pthread_mutex_unlock(&s->lock);
+    return f;
 }
 
 const sy_host *sy_server_host(sy_server *s) { return &s->e->host.api; }

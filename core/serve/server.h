@@ -5,6 +5,11 @@
  * it only through submit/cancel, which queue work under a mutex and wake
  * the loop; the loop never touches frontend state (events go through each
  * request's on_event, on the engine thread).
+ *
+ * On a tensor-parallel rank 0 the loop also wakes while idle to send the
+ * followers heartbeats, and when the group breaks (a rank died or timed
+ * out) it fails every request, stops accepting and raises SIGTERM in its
+ * own process, which `switchyard serve` takes as its stop signal.
  */
 #ifndef SY_SERVER_H
 #define SY_SERVER_H
@@ -47,6 +52,9 @@ bool sy_server_wait_idle(sy_server *s, double timeout_s);
 void sy_server_abort_all(sy_server *s);
 /* Aborts what is left, joins the thread, detaches from the host and frees. */
 void sy_server_free(sy_server *s);
+
+/* true once the tensor-parallel group failed (why gets the reason); the server then refuses work. */
+bool sy_server_failed(sy_server *s, char *why, size_t n);
 
 /* The host table frontends get (the engine's, with serving set). */
 const sy_host *sy_server_host(sy_server *s);

@@ -2,7 +2,8 @@
 # `switchyard bench` against `switchyard serve` on the build's small model:
 # HTTP/1.1 and h2c runs at two concurrency levels (table rows, token counts,
 # the JSON and the PNG checked), --single-stream, a jsonl dataset, and the
-# failures: a closed port and bad arguments.
+# failures: a closed port and bad arguments; discovery against a server
+# that answers like llama-server.
 set -u
 : "${SY_BUILDDIR:?run through make check}"
 sy=$SY_BUILDDIR/switchyard
@@ -161,6 +162,59 @@ if [ $rc -eq 2 ] && grep -q -- "--max-concurrency" "$tmp/a.err"; then ok "bad --
 rc=$?
 if [ $rc -eq 2 ] && grep -q -- "--dataset-path" "$tmp/a.err"; then ok "jsonl without a path: exit 2"; else
     bad "jsonl without a path: exit $rc: $(cat "$tmp/a.err")"; fi
+
+# 8. A server that discovers like llama-server: the vocabulary only in /v1/models ("meta": {"n_vocab"}),
+#    500 for an out-of-range /detokenize. The bench must take n_vocab and draw its ids below it.
+cat >"$tmp/llama_like.py" <<'EOP'
+import http.server, json, sys
+VOCAB = 77
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def answer(self, code, body, ctype="application/json", close=False):
+        b = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(b)))
+        if close:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(b)
+    def do_GET(self):
+        if self.path == "/v1/models":
+            self.answer(200, json.dumps({"object": "list", "data": [{"id": "m", "meta": {"n_vocab": VOCAB}}]}))
+        else:
+            self.answer(404, "{}")
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/detokenize":
+            return self.answer(500, json.dumps({"error": {"message": "out of range"}}))
+        ids = req["prompt"]
+        if any(not 0 <= i < VOCAB for i in ids):
+            return self.answer(400, json.dumps({"error": {"message": "token id out of range: %r" % max(ids)}}))
+        n = req["max_tokens"]
+        ev = "".join("data: %s\n\n" % json.dumps({"choices": [{"index": 0, "text": "x", "finish_reason": None}]})
+                     for _ in range(n))
+        ev += "data: %s\n\n" % json.dumps({"choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
+        ev += "data: %s\n\n" % json.dumps({"choices": [], "usage": {"prompt_tokens": len(ids), "completion_tokens": n}})
+        ev += "data: [DONE]\n\n"
+        self.answer(200, ev, "text/event-stream")
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(srv.server_address[1], flush=True)
+srv.serve_forever()
+EOP
+"$python" "$tmp/llama_like.py" >"$tmp/ll.port" 2>"$tmp/ll.err" &
+pid=$!
+i=0
+while [ ! -s "$tmp/ll.port" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+llport=$(cat "$tmp/ll.port")
+if [ -n "$llport" ] && "$sy" bench --port "$llport" --num-prompts 8 --max-concurrency 4 --random-input-len 50 \
+    --random-output-len 3 --no-progress >"$tmp/ll.out" 2>"$tmp/ll.err2" && grep -Eq "^4 +8 +0 " "$tmp/ll.out"; then
+    ok "llama-server-like discovery: vocabulary from /v1/models meta.n_vocab"; else
+    bad "llama-server-like discovery: $(cat "$tmp/ll.out" "$tmp/ll.err2" "$tmp/ll.err")"; fi
+kill "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+pid=
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -29,6 +29,8 @@ struct fake_req {
     int delay_ms;
     int fail_after;
     int think;
+    int manual;
+    int ended; /* stepped to its end outside the engine thread */
     long long next_at_ms;
     char text[8192];
     size_t text_len;
@@ -89,6 +91,8 @@ static int contains(const int32_t *ids, size_t n, const char *word)
     return 0;
 }
 
+static int step(fake_req *r);
+
 static int fh_submit(void *ctx, const sy_request *req, uint64_t *id, sy_err *err)
 {
     fake_host *fh = ctx;
@@ -122,7 +126,17 @@ static int fh_submit(void *ctx, const sy_request *req, uint64_t *id, sy_err *err
     r->delay_ms = contains(r->prompt, r->n_prompt, "slow") ? 30 : 0;
     r->fail_after = contains(r->prompt, r->n_prompt, "fail") ? 2 : -1;
     r->think = r->reasoning && contains(r->prompt, r->n_prompt, "think");
+    r->manual = contains(r->prompt, r->n_prompt, "manual");
     pthread_mutex_lock(&fh->mu);
+    if (contains(r->prompt, r->n_prompt, "hold")) {
+        for (fake_req *m = fh->reqs; m; m = m->next)
+            if (m->manual && !m->cancelled) {
+                m->manual = 0;
+                m->ended = step(m); /* one token: its event is queued for the I/O thread running this submit */
+            }
+        if (fh->on_hold)
+            fh->on_hold(fh->on_hold_arg);
+    }
     r->id = ++fh->next_id;
     r->next_at_ms = now_ms() + r->delay_ms;
     r->next = fh->reqs;
@@ -368,12 +382,12 @@ static void *engine(void *arg)
             fake_req *r = *pp;
             if (fh->quit)
                 r->cancelled = 1;
-            if (!r->cancelled && r->next_at_ms > now) {
+            if (!r->cancelled && (r->manual || r->next_at_ms > now)) {
                 pp = &r->next;
                 continue;
             }
             r->next_at_ms = now + r->delay_ms;
-            if (step(r)) {
+            if (r->ended || step(r)) {
                 *pp = r->next;
                 fh->n_done++;
                 fh->n_active--;

@@ -8,7 +8,11 @@
  * "t<id> ". Prompt words change the behaviour: "busy" (submit answers
  * SY_ERR_UNAVAILABLE), "invalid" (SY_ERR_INVALID), "slow" (30 ms per
  * token), "fail" (an ERROR event after two tokens), "think" with
- * req.reasoning (a reasoning event first).
+ * req.reasoning (a reasoning event first), "manual" (not stepped by the
+ * engine thread until a "hold" request arrives), "hold" (fh_submit, on the
+ * frontend's I/O thread, steps each "manual" request once, releases it to
+ * the engine thread and calls on_hold before returning: the test acts
+ * while that I/O thread is busy and events are already queued for it).
  */
 #ifndef SY_TEST_FAKE_HOST_H
 #define SY_TEST_FAKE_HOST_H
@@ -31,6 +35,8 @@ typedef struct fake_host {
     int ready;
     int n_submit, n_cancel, n_done, n_active;
     int port; /* from the plugin's "listening on" log line */
+    void (*on_hold)(void *arg); /* guarded by mu; see "hold" above */
+    void *on_hold_arg;
     void *dl;
     const sy_plugin_desc *desc;
     void *inst;

@@ -486,6 +486,66 @@ static void test_auth(void)
     fake_host_stop(&fh);
 }
 
+static void rst_close(void *arg)
+{
+    int *fd = arg;
+    struct linger lg = {1, 0}; /* close() sends RST: the server's next send fails */
+    setsockopt(*fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(*fd);
+    *fd = -1;
+}
+
+/*
+ * A client resets its connection while an event for its request is queued
+ * for the I/O thread, and both become ready in one epoll batch, the event
+ * queue first. Handling the event writes to the dead socket, which closes
+ * and frees the connection; the batch's next entry is that connection.
+ * It used to be read after the free ("double free or corruption" from
+ * `switchyard serve` under the h1-close fault). One I/O thread, so the
+ * "hold" request blocks the loop that owns the reset connection.
+ */
+static void test_close_with_queued_event(void)
+{
+    fake_host fh;
+    sy_err err = {{0}};
+    const char *kv[] = {"listen=127.0.0.1:0", "io_threads=1", NULL};
+    if (fake_host_start(&fh, kv, &err) != 0) {
+        fprintf(stderr, "queued-event server: %s\n", err.msg);
+        CHECK(0);
+        fake_host_stop(&fh);
+        return;
+    }
+    int submitted = fake_host_counter(&fh, &fh.n_submit);
+    int fd = dial(fh.port);
+    CHECK(fd >= 0);
+    const char *body = "{\"prompt\":\"manual\",\"max_tokens\":50,\"stream\":true}";
+    char head[512];
+    int n = snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    send_all(fd, head, (size_t)n);
+    CHECK(wait_counter(&fh, &fh.n_submit, submitted + 1, 3000));
+    pthread_mutex_lock(&fh.mu);
+    fh.on_hold = rst_close;
+    fh.on_hold_arg = &fd;
+    pthread_mutex_unlock(&fh.mu);
+    resp r;
+    req(fh.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"hold\",\"max_tokens\":2}", &r);
+    CHECK(r.status == 200);
+    CHECK_CONTAINS(body_of(&r), "\"finish_reason\":\"length\"");
+    CHECK(fd == -1); /* the hold ran: the reset came while the I/O thread was busy */
+    /* The reset request was cancelled, and the server still answers. */
+    CHECK(wait_counter(&fh, &fh.n_cancel, 1, 3000));
+    req(fh.port, "GET", "/health", NULL, NULL, &r);
+    CHECK(r.status == 200);
+    pthread_mutex_lock(&fh.mu);
+    fh.on_hold = NULL;
+    pthread_mutex_unlock(&fh.mu);
+    if (fd >= 0)
+        close(fd);
+    fake_host_stop(&fh);
+    CHECK(fh.n_active == 0);
+}
+
 static void test_tls(void)
 {
     if (system("command -v openssl >/dev/null 2>&1") != 0) {
@@ -601,6 +661,7 @@ int main(int argc, char **argv)
     fake_host_stop(&fh);
     CHECK(fh.n_active == 0);
     test_auth();
+    test_close_with_queued_event();
     test_tls();
     return sy_test_done("test_http");
 }

@@ -12,6 +12,7 @@
 #include "switchyard/plugin.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -25,6 +26,7 @@ typedef struct fe {
     int ready_at_start;
     pthread_t thread;
     int started;
+    atomic_int stopping; /* stop() before the model got ready: give up waiting */
 } fe;
 
 static const sy_key_decl keys[] = {
@@ -49,6 +51,7 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n, void **inst, 
     if (!f)
         return sy_err_set(err, SY_ERR_NOMEM, "out of memory");
     memset(f, 0, sizeof *f);
+    atomic_init(&f->stopping, 0);
     f->host = host;
     const char *out = sy_kv_get(cfg, n, "out"), *prompt = sy_kv_get(cfg, n, "prompt");
     snprintf(f->out, sizeof f->out, "%s", out ? out : "");
@@ -100,8 +103,10 @@ static void *submitter(void *arg)
     const sy_serving_api *api = f->host->serving;
     void *ctx = f->host->ctx;
     const struct timespec tick = {0, 10 * 1000 * 1000};
-    for (int i = 0; i < 6000 && !api->ready(ctx); i++)
+    for (int i = 0; i < 6000 && !api->ready(ctx) && !atomic_load(&f->stopping); i++)
         nanosleep(&tick, NULL);
+    if (atomic_load(&f->stopping))
+        return NULL;
     sy_err err = {{0}};
     int32_t *ids = NULL;
     size_t n = 0;
@@ -141,6 +146,7 @@ static int start(void *inst, sy_err *err)
 static void stop(void *inst)
 {
     fe *f = inst;
+    atomic_store(&f->stopping, 1);
     if (f->started)
         pthread_join(f->thread, NULL);
     f->started = 0;

@@ -3,12 +3,21 @@
 
 Reads a Hugging Face model directory by itself (config.json, model.safetensors
 or model.safetensors.index.json + shards; F32, F16, BF16, F64) and runs
-LlamaForCausalLM, MixtralForCausalLM or Qwen3MoeForCausalLM in float64 with
-Hugging Face's semantics: RMSNorm x * rsqrt(mean(x^2) + eps) * w, rotate-half
+LlamaForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM,
+Glm4MoeForCausalLM or GlmMoeDsaForCausalLM (GLM-5) in float64 with Hugging
+Face's semantics: RMSNorm x * rsqrt(mean(x^2) + eps) * w, rotate-half
 RoPE over the whole head_dim (rope_theta; rope_scaling llama3 or linear),
 GQA, SiLU-gated MLPs, softmax routers with top-k (lowest expert id wins a
 tie), Mixtral's renormalised top-k, Qwen3-MoE's per-head q/k RMSNorm before
-RoPE, norm_topk_prob, decoder_sparse_step and mlp_only_layers. No tokenizer:
+RoPE, norm_topk_prob, decoder_sparse_step and mlp_only_layers. The DeepSeek
+family: sigmoid routing with e_score_correction_bias, grouped top-k,
+routed_scaling_factor, shared experts, first_k_dense_replace; GLM-4-MoE's
+partial RoPE, q/k/v biases and use_qk_norm; multi-head latent attention
+computed the plain way (K and V expanded per head through kv_b_proj, not
+absorbed as the engine does), interleaved RoPE as transformers writes it
+(de-interleaved output), yarn; GLM-5's DSA indexer (LayerNorm keys, relu
+scores weighted per head, the index_topk best past positions, "shared"
+layers reusing the previous choice; the lowest position wins a tie). No tokenizer:
 it works on token ids. Needs only numpy (Debian's python3-numpy); run it with
 $PYTHON_NUMPY (default /usr/bin/python3).
 
@@ -52,7 +61,9 @@ import sys
 
 import numpy as np
 
-SUPPORTED = ("llama", "mixtral", "qwen3_moe")
+SUPPORTED = ("llama", "mixtral", "qwen3_moe", "deepseek_v3", "glm4_moe", "glm_moe_dsa")
+DEEPSEEK_FAMILY = ("deepseek_v3", "glm4_moe", "glm_moe_dsa")
+MLA = ("deepseek_v3", "glm_moe_dsa")
 
 
 class RefError(Exception):
@@ -83,9 +94,73 @@ def _decode(buf, dtype, shape, where):
         a = (np.frombuffer(buf, dtype="<u2", count=n).astype(np.uint32) << 16).view(np.float32)
     elif dtype == "F64":
         a = np.frombuffer(buf, dtype="<f8", count=n)
+    elif dtype == "F8_E4M3":
+        a = e4m3_decode(np.frombuffer(buf, dtype=np.uint8, count=n))
+    elif dtype == "U8":  # NVFP4 packed pairs: kept as codes until dequantize() unpacks them
+        a = np.frombuffer(buf, dtype=np.uint8, count=n)
     else:
-        raise RefError(f"{where}: dtype {dtype} not supported (F32, F16, BF16, F64)")
+        raise RefError(f"{where}: dtype {dtype} not supported (F32, F16, BF16, F64, F8_E4M3, U8)")
     return a.astype(np.float64).reshape(shape)
+
+
+def e4m3_decode(codes):
+    """FP8 E4M3 (bias 7, subnormals m/8 * 2^-6) to float64, from the definition."""
+    c = codes.astype(np.int64)
+    e, m = (c >> 3) & 15, c & 7
+    mag = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1.0 + m / 8.0) * np.exp2(e - 7.0))
+    return np.where(c & 0x80, -mag, mag)
+
+
+E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def quant_scheme(model_dir):
+    """'fp8' (with weight_block_size or None), 'nvfp4' or None, from config.json / hf_quant_config.json."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        qc = json.load(f).get("quantization_config")
+    if qc:
+        if qc.get("quant_method") == "fp8":
+            return "fp8", qc.get("weight_block_size")
+        if qc.get("quant_method") == "modelopt":
+            return "nvfp4", None
+        raise RefError(f"{model_dir}: quant_method {qc.get('quant_method')} not supported")
+    hq = os.path.join(model_dir, "hf_quant_config.json")
+    if os.path.exists(hq):
+        with open(hq) as f:
+            algo = json.load(f)["quantization"]["quant_algo"]
+        if algo != "NVFP4":
+            raise RefError(f"{hq}: quant_algo {algo} not supported")
+        return "nvfp4", None
+    return None, None
+
+
+def dequantize(model_dir, tensors):
+    """Replaces every quantised weight by its float64 value (w = q * scales) and drops the scale tensors."""
+    scheme, block = quant_scheme(model_dir)
+    if scheme is None:
+        return tensors
+    out = {}
+    for name, t in tensors.items():
+        base = name[:-len(".weight")] if name.endswith(".weight") else None
+        if scheme == "fp8" and base and (base + ".weight_scale_inv" in tensors or base + ".weight_scale" in tensors):
+            s = tensors.get(base + ".weight_scale_inv", tensors.get(base + ".weight_scale"))
+            if s.size == 1:
+                out[name] = t * s.reshape(())
+            else:
+                b0, b1 = block
+                full = np.repeat(np.repeat(s, b0, axis=0), b1, axis=1)[:t.shape[0], :t.shape[1]]
+                out[name] = t * full
+        elif scheme == "nvfp4" and base and base + ".weight_scale_2" in tensors:
+            codes = t.astype(np.uint8)
+            nib = np.stack([codes & 15, codes >> 4], axis=-1).reshape(t.shape[0], t.shape[1] * 2)  # low nibble first
+            scale = np.repeat(tensors[base + ".weight_scale"], 16, axis=1)
+            out[name] = E2M1[nib] * scale * tensors[base + ".weight_scale_2"].reshape(())
+        elif any(name.endswith(sfx) for sfx in (".weight_scale_inv", ".weight_scale", ".weight_scale_2",
+                                                ".input_scale")):
+            continue
+        else:
+            out[name] = t
+    return out
 
 
 def read_safetensors(path):
@@ -117,7 +192,7 @@ def load_tensors(model_dir):
     tensors = {}
     for fn in files:
         tensors.update(read_safetensors(os.path.join(model_dir, fn)))
-    return tensors
+    return dequantize(model_dir, tensors)
 
 
 # -------------------------------------------------------------------- model
@@ -159,6 +234,52 @@ def rope_inv_freq(cfg, head_dim):
     raise RefError(f"rope_scaling type {kind!r} is not supported (llama3, linear)")
 
 
+def yarn_get_mscale(scale, mscale=1.0):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def yarn_inv_freq(cfg, rs, dim):
+    """transformers' _compute_yarn_parameters: (inv_freq, cos/sin factor)."""
+    base = float(cfg.get("rope_theta", 10000.0))
+    factor = float(rs["factor"])
+    orig = float(rs["original_max_position_embeddings"])
+    beta_fast, beta_slow = float(rs.get("beta_fast") or 32), float(rs.get("beta_slow") or 1)
+    mscale, mscale_all = rs.get("mscale"), rs.get("mscale_all_dim")
+    att = (yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all) if mscale and mscale_all
+           else yarn_get_mscale(factor))
+
+    def corr(rot):
+        return (dim * math.log(orig / (rot * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = max(math.floor(corr(beta_fast)), 0), min(math.ceil(corr(beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    pos_freqs = base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    extra = 1.0 - ramp
+    return (1.0 / (factor * pos_freqs)) * (1 - extra) + (1.0 / pos_freqs) * extra, att
+
+
+def rope_any(x, pos, inv_freq, factor=1.0, interleave=False):
+    """RoPE over the last axis of x [T, heads, 2*len(inv_freq)]. Interleaved is
+    transformers' apply_rotary_pos_emb_interleave: pairs (2i, 2i+1) rotated, the
+    result de-interleaved (evens first)."""
+    ang = pos[:, None] * inv_freq[None, :]                      # [T, d/2]
+    cos, sin = (np.cos(ang) * factor)[:, None, :], (np.sin(ang) * factor)[:, None, :]
+    if interleave:
+        a, b = x[..., 0::2], x[..., 1::2]
+    else:
+        h = x.shape[-1] // 2
+        a, b = x[..., :h], x[..., h:]
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
+def layer_norm(x, w, b, eps):
+    mu = np.mean(x, axis=-1, keepdims=True)
+    var = np.mean((x - mu) ** 2, axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
 def rotate_half(x):
     h = x.shape[-1] // 2
     return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
@@ -183,7 +304,14 @@ class Model:
         self.eps = float(cfg.get("rms_norm_eps", 1e-6))
         self.window = cfg.get("sliding_window") if self.arch == "mixtral" else None
         self.max_pos = cfg.get("max_position_embeddings")
-        self.inv_freq = rope_inv_freq(cfg, self.hd)
+        self.rope_factor, self.interleave = 1.0, False
+        if self.arch in MLA:
+            self._mla_config(cfg)
+        else:
+            # Glm4MoeConfig defaults partial_rotary_factor to 0.5
+            prf = cfg.get("partial_rotary_factor", 0.5 if self.arch == "glm4_moe" else 1.0)
+            self.rot = int(self.hd * float(prf))
+            self.inv_freq = rope_inv_freq(cfg, self.rot)
         if self.nh % self.nkv:
             raise RefError(f"{model_dir}: num_key_value_heads {self.nkv} does not divide num_attention_heads {self.nh}")
         t = load_tensors(model_dir)
@@ -197,6 +325,7 @@ class Model:
             return t[name]
 
         H, hd, nh, nkv = self.H, self.hd, self.nh, self.nkv
+        self.need = need
         self.embed = need("model.embed_tokens.weight", (self.V, H))
         if cfg.get("tie_word_embeddings", False) or "lm_head.weight" not in t:
             if not cfg.get("tie_word_embeddings", False):
@@ -211,19 +340,92 @@ class Model:
             ly = {
                 "in_norm": need(p + "input_layernorm.weight", (H,)),
                 "post_norm": need(p + "post_attention_layernorm.weight", (H,)),
-                "q": need(p + "self_attn.q_proj.weight", (nh * hd, H)),
-                "k": need(p + "self_attn.k_proj.weight", (nkv * hd, H)),
-                "v": need(p + "self_attn.v_proj.weight", (nkv * hd, H)),
-                "o": need(p + "self_attn.o_proj.weight", (H, nh * hd)),
             }
-            if self.arch == "qwen3_moe":
+            if self.arch in MLA:
+                ly.update(self._load_mla(i, p, need))
+            else:
+                ly.update({
+                    "q": need(p + "self_attn.q_proj.weight", (nh * hd, H)),
+                    "k": need(p + "self_attn.k_proj.weight", (nkv * hd, H)),
+                    "v": need(p + "self_attn.v_proj.weight", (nkv * hd, H)),
+                    "o": need(p + "self_attn.o_proj.weight", (H, nh * hd)),
+                })
+            if self.arch == "glm4_moe" and cfg.get("attention_bias", False):
+                ly["bq"] = need(p + "self_attn.q_proj.bias", (nh * hd,))
+                ly["bk"] = need(p + "self_attn.k_proj.bias", (nkv * hd,))
+                ly["bv"] = need(p + "self_attn.v_proj.bias", (nkv * hd,))
+            if self.arch == "qwen3_moe" or (self.arch == "glm4_moe" and cfg.get("use_qk_norm", False)):
                 ly["q_norm"] = need(p + "self_attn.q_norm.weight", (hd,))
                 ly["k_norm"] = need(p + "self_attn.k_norm.weight", (hd,))
             ly["mlp"] = self._load_mlp(i, p, need)
             self.layers.append(ly)
 
+    def _mla_config(self, cfg):
+        self.q_lora = cfg.get("q_lora_rank") or 0
+        self.kv_lora, self.nope = cfg["kv_lora_rank"], cfg["qk_nope_head_dim"]
+        self.rope_d, self.vd = cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+        self.interleave = bool(cfg.get("rope_interleave", True)) if self.arch == "deepseek_v3" else True
+        self.scale = (self.nope + self.rope_d) ** -0.5
+        rs = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+        kind = rs.get("rope_type", rs.get("type")) if rs else None
+        if kind == "yarn":
+            self.inv_freq, self.rope_factor = yarn_inv_freq(cfg, rs, self.rope_d)
+            if rs.get("mscale_all_dim"):
+                m = yarn_get_mscale(float(rs["factor"]), float(rs["mscale_all_dim"]))
+                self.scale *= m * m
+        elif kind in (None, "default"):
+            self.inv_freq = rope_inv_freq(cfg, self.rope_d)
+        else:
+            raise RefError(f"rope_scaling type {kind!r} is not supported for MLA (yarn, default)")
+        self.dsa = self.arch == "glm_moe_dsa"
+        if self.dsa:
+            self.ih, self.idh = cfg.get("index_n_heads", 32), cfg.get("index_head_dim", 128)
+            self.topk = cfg.get("index_topk", 2048)
+            self.indexer_types = cfg.get("indexer_types") or ["full"] * self.L
+
+    def _load_mla(self, i, p, need):
+        H, nh, qk = self.H, self.nh, self.nope + self.rope_d
+        a = p + "self_attn."
+        ly = {"kv_a": need(a + "kv_a_proj_with_mqa.weight", (self.kv_lora + self.rope_d, H)),
+              "kv_norm": need(a + "kv_a_layernorm.weight", (self.kv_lora,)),
+              "kv_b": need(a + "kv_b_proj.weight", (nh * (self.nope + self.vd), self.kv_lora)),
+              "o": need(a + "o_proj.weight", (H, nh * self.vd))}
+        if self.q_lora:
+            ly.update({"q_a": need(a + "q_a_proj.weight", (self.q_lora, H)),
+                       "q_a_norm": need(a + "q_a_layernorm.weight", (self.q_lora,)),
+                       "q_b": need(a + "q_b_proj.weight", (nh * qk, self.q_lora))})
+        else:
+            ly["q"] = need(a + "q_proj.weight", (nh * qk, H))
+        if self.dsa and self.indexer_types[i] == "full":
+            x = a + "indexer."
+            ly["idx"] = {"wq_b": need(x + "wq_b.weight", (self.ih * self.idh, self.q_lora)),
+                         "wk": need(x + "wk.weight", (self.idh, H)),
+                         "k_norm": need(x + "k_norm.weight", (self.idh,)),
+                         "k_norm_b": need(x + "k_norm.bias", (self.idh,)),
+                         "wproj": need(x + "weights_proj.weight", (self.ih, H))}
+        return ly
+
     def _load_mlp(self, i, p, need):
         cfg, H = self.cfg, self.H
+        if self.arch in DEEPSEEK_FAMILY:
+            E = cfg.get("n_routed_experts", 0)
+            types = cfg.get("mlp_layer_types")
+            sparse = (types[i] == "sparse") if types else i >= cfg.get("first_k_dense_replace", 0)
+            if E and sparse:
+                F, k, q = cfg["moe_intermediate_size"], cfg["num_experts_per_tok"], p + "mlp."
+                SF = F * cfg.get("n_shared_experts", 1)
+                experts = [(need(f"{q}experts.{e}.gate_proj.weight", (F, H)),
+                            need(f"{q}experts.{e}.up_proj.weight", (F, H)),
+                            need(f"{q}experts.{e}.down_proj.weight", (H, F))) for e in range(E)]
+                shared = ((need(q + "shared_experts.gate_proj.weight", (SF, H)),
+                           need(q + "shared_experts.up_proj.weight", (SF, H)),
+                           need(q + "shared_experts.down_proj.weight", (H, SF))) if SF else None)
+                return ("sigmoid", need(q + "gate.weight", (E, H)), need(q + "gate.e_score_correction_bias", (E,)),
+                        experts, k, bool(cfg.get("norm_topk_prob", True)), cfg.get("n_group") or 1,
+                        cfg.get("topk_group") or 1, float(cfg.get("routed_scaling_factor", 1.0)), shared)
+            F = cfg["intermediate_size"]
+            return ("dense", need(p + "mlp.gate_proj.weight", (F, H)), need(p + "mlp.up_proj.weight", (F, H)),
+                    need(p + "mlp.down_proj.weight", (H, F)))
         if self.arch == "llama":
             F = cfg["intermediate_size"]
             return ("dense", need(p + "mlp.gate_proj.weight", (F, H)), need(p + "mlp.up_proj.weight", (F, H)),
@@ -249,20 +451,86 @@ class Model:
 
     # -- pieces
     def new_cache(self, capacity):
+        if self.arch in MLA:  # the latent and the rope key, like transformers' MLA cache; indexer keys
+            return {"len": 0, "cap": capacity,
+                    "lat": [np.zeros((capacity, self.kv_lora)) for _ in range(self.L)],
+                    "kpe": [np.zeros((capacity, self.rope_d)) for _ in range(self.L)],
+                    "ik": [np.zeros((capacity, self.idh)) if self.dsa else None for _ in range(self.L)],
+                    "sel": None}
         return {"len": 0, "cap": capacity,
                 "k": [np.zeros((capacity, self.nkv, self.hd)) for _ in range(self.L)],
                 "v": [np.zeros((capacity, self.nkv, self.hd)) for _ in range(self.L)]}
 
     def _rope(self, x, pos):
-        ang = pos[:, None] * self.inv_freq[None, :]          # [T, hd/2]
-        ang = np.concatenate([ang, ang], axis=-1)[:, None, :]  # [T, 1, hd]
-        return x * np.cos(ang) + rotate_half(x) * np.sin(ang)
+        r = self.rot  # partial rotary (GLM-4-MoE): the first r dims, the rest passes
+        ang = pos[:, None] * self.inv_freq[None, :]          # [T, r/2]
+        ang = np.concatenate([ang, ang], axis=-1)[:, None, :]  # [T, 1, r]
+        xr = x[..., :r] * np.cos(ang) + rotate_half(x[..., :r]) * np.sin(ang)
+        return np.concatenate([xr, x[..., r:]], axis=-1)
+
+    def _indexer(self, ly, l, h, qr, cache, pos0):
+        """GLM-5's DSA indexer: the positions each query of h attends to."""
+        ix, T, S = ly["idx"], h.shape[0], pos0 + h.shape[0]
+        pos = np.arange(pos0, S, dtype=np.float64)
+        r = self.rope_d
+        q = (qr @ ix["wq_b"].T).reshape(T, self.ih, self.idh)
+        q = np.concatenate([rope_any(q[..., :r], pos, self.inv_freq, self.rope_factor, True), q[..., r:]], -1)
+        k = layer_norm(h @ ix["wk"].T, ix["k_norm"], ix["k_norm_b"], 1e-6)[:, None, :]
+        k = np.concatenate([rope_any(k[..., :r], pos, self.inv_freq, self.rope_factor, True), k[..., r:]], -1)[:, 0]
+        cache["ik"][l][pos0:S] = k
+        K = cache["ik"][l][:S]
+        sc = np.maximum(np.einsum("thd,sd->ths", q, K) * self.idh ** -0.5, 0.0)
+        w = (h @ ix["wproj"].T) * self.ih ** -0.5                   # [T, ih]
+        score = np.einsum("ths,th->ts", sc, w)
+        sel = []
+        for t in range(T):
+            n = pos0 + t + 1
+            order = np.argsort(-score[t, :n], kind="stable")   # the lowest position wins a tie
+            if n > self.topk and score[t, order[self.topk - 1]] == score[t, order[self.topk]]:
+                # torch.topk breaks such a tie its own way: transformers may then attend elsewhere
+                print(f"reference.py: layer {l} position {pos0 + t}: DSA index scores tie at the top-k boundary",
+                      file=sys.stderr)
+            sel.append(np.sort(order[:min(self.topk, n)]))
+        return sel
+
+    def _mla(self, ly, l, h, cache, pos0):
+        """Multi-head latent attention, K and V expanded per head (no absorption)."""
+        T, nh, nope, rd, vd, R = h.shape[0], self.nh, self.nope, self.rope_d, self.vd, self.kv_lora
+        pos = np.arange(pos0, pos0 + T, dtype=np.float64)
+        if self.q_lora:
+            qr = rms_norm(h @ ly["q_a"].T, ly["q_a_norm"], 1e-6)
+            q = (qr @ ly["q_b"].T).reshape(T, nh, nope + rd)
+        else:
+            qr, q = None, (h @ ly["q"].T).reshape(T, nh, nope + rd)
+        ckv = h @ ly["kv_a"].T
+        lat = rms_norm(ckv[:, :R], ly["kv_norm"], 1e-6)
+        kpe = rope_any(ckv[:, None, R:], pos, self.inv_freq, self.rope_factor, self.interleave)[:, 0]
+        qpe = rope_any(q[..., nope:], pos, self.inv_freq, self.rope_factor, self.interleave)
+        S = pos0 + T
+        cache["lat"][l][pos0:S], cache["kpe"][l][pos0:S] = lat, kpe
+        kv = (cache["lat"][l][:S] @ ly["kv_b"].T).reshape(S, nh, nope + vd)
+        K = np.concatenate([kv[..., :nope], np.broadcast_to(cache["kpe"][l][:S, None, :], (S, nh, rd))], -1)
+        Q = np.concatenate([q[..., :nope], qpe], -1)
+        scores = np.einsum("thd,shd->hts", Q, K) * self.scale
+        allowed = np.arange(S)[None, :] <= np.arange(pos0, S)[:, None]
+        if self.dsa:
+            if "idx" in ly:
+                cache["sel"] = self._indexer(ly, l, h, qr, cache, pos0)
+            keep = np.zeros_like(allowed)
+            for t, chosen in enumerate(cache["sel"]):
+                keep[t, chosen] = True
+            allowed &= keep
+        p = softmax(np.where(allowed[None], scores, -np.inf), axis=-1)
+        out = np.einsum("hts,shd->thd", p, kv[..., nope:]).reshape(T, nh * vd)
+        return out @ ly["o"].T
 
     def _attention(self, ly, l, h, cache, pos0):
+        if self.arch in MLA:
+            return self._mla(ly, l, h, cache, pos0)
         T, nh, nkv, hd = h.shape[0], self.nh, self.nkv, self.hd
-        q = (h @ ly["q"].T).reshape(T, nh, hd)
-        k = (h @ ly["k"].T).reshape(T, nkv, hd)
-        v = (h @ ly["v"].T).reshape(T, nkv, hd)
+        q = (h @ ly["q"].T + ly.get("bq", 0.0)).reshape(T, nh, hd)
+        k = (h @ ly["k"].T + ly.get("bk", 0.0)).reshape(T, nkv, hd)
+        v = (h @ ly["v"].T + ly.get("bv", 0.0)).reshape(T, nkv, hd)
         if "q_norm" in ly:
             q = rms_norm(q, ly["q_norm"], self.eps)
             k = rms_norm(k, ly["k_norm"], self.eps)
@@ -289,9 +557,36 @@ class Model:
     def _dense(h, wg, wu, wd):
         return (silu(h @ wg.T) * (h @ wu.T)) @ wd.T
 
+    def _sigmoid_moe(self, mlp, h):
+        """DeepseekV3MoE: sigmoid scores, biased choice in topk_group groups (ranked by their best two), weights
+        from the unbiased scores, renormalised, times routed_scaling_factor; plus the shared experts."""
+        _, router, bias, experts, k, renorm, G, TG, scale, shared = mlp
+        scores = 1.0 / (1.0 + np.exp(-(h @ router.T)))             # [T, E]
+        choice = scores + bias
+        T, E = scores.shape
+        grp = np.sort(choice.reshape(T, G, E // G), axis=-1)[..., -2:].sum(-1) if E // G >= 2 \
+            else choice.reshape(T, G, E // G).max(-1)
+        keep_g = np.argsort(-grp, axis=-1, kind="stable")[:, :TG]
+        mask = np.zeros((T, G), dtype=bool)
+        np.put_along_axis(mask, keep_g, True, axis=-1)
+        choice = np.where(np.repeat(mask, E // G, axis=-1), choice, -np.inf)
+        top = np.argsort(-choice, axis=-1, kind="stable")[:, :k]
+        w = np.take_along_axis(scores, top, axis=-1)
+        if renorm:
+            w = w / (np.sum(w, axis=-1, keepdims=True) + 1e-20)
+        w = w * scale
+        out = np.zeros_like(h)
+        for e, (wg, wu, wd) in enumerate(experts):
+            rows, slot = np.nonzero(top == e)
+            if rows.size:
+                out[rows] += w[rows, slot][:, None] * self._dense(h[rows], wg, wu, wd)
+        return out + (self._dense(h, *shared) if shared else 0.0)
+
     def _mlp(self, mlp, h):
         if mlp[0] == "dense":
             return self._dense(h, *mlp[1:])
+        if mlp[0] == "sigmoid":
+            return self._sigmoid_moe(mlp, h)
         _, router, experts, k, renorm = mlp
         probs = softmax(h @ router.T, axis=-1)                    # [T, E]
         top = np.argsort(-probs, axis=-1, kind="stable")[:, :k]   # lowest id wins ties

@@ -3,8 +3,13 @@
 # synthetic checkpoints of every architecture (sy-mkmodel), including the
 # variants that exercise separate code paths: f16 and bf16 weights, tied
 # heads, llama3 RoPE scaling, Qwen3-MoE dense layers, sharded files, and both
-# attention plugins. Tolerance: 1e-4 absolute on logits of std ~3 (the
-# engine computes in float32, the reference in float64; observed ~1e-5).
+# attention plugins; DeepSeek-V3 (MLA with and without the query LoRA, yarn,
+# grouped sigmoid routing, shared experts; FP8 weights, kv_b_proj dequantised
+# through the device), GLM-4-MoE (partial RoPE, q/k/v biases, q/k norm) and
+# GLM-5 (MLA + the DSA indexer, whose 6 kept positions are fewer than the 30 a
+# sequence reaches; prefill in chunks of 8 rows). Tolerance: 1e-4 absolute on
+# logits of std ~3 (the engine computes in float32, the reference in float64;
+# observed ~1e-5).
 set -u
 : "${SY_BUILDDIR:?run through make check}" "${SY_SRCDIR:?run through make check}"
 PY=${PYTHON_NUMPY:-/usr/bin/python3}
@@ -29,6 +34,12 @@ mixtral-bf16|--preset test-mixtral --seed 15|10,20,30,40,50|cpu
 mixtral-ref-attn|--preset test-mixtral --seed 16|7,7,7,7|cpu-ref
 qwen3moe-bf16|--preset test-qwen3moe --seed 17|100,200,300,4,5|cpu
 qwen3moe-dense-layers|--preset test-qwen3moe --layers 4 --sparse-step 2 --mlp-only-layers 0 --no-norm-topk-prob --seed 18|1,2,3|cpu
+deepseek-v3|--preset test-deepseek-v3 --seed 19|5,17,300,42,7,99|cpu
+deepseek-v3-fp8|--preset test-deepseek-v3 --quant fp8 --seed 24|5,17,300,42,7,99|cpu
+deepseek-v3-no-q-lora-f32|--preset test-deepseek-v3 --q-lora-rank 0 --dtype f32 --first-dense 0 --seed 20|9,8,7,6,5|cpu
+glm4-moe|--preset test-glm4-moe --seed 21|100,200,300,4,5|cpu
+glm5|--preset test-glm5 --seed 22|5,17,300,42,7,99,1,2,3,4|cpu
+glm5-topk3-f16|--preset test-glm5 --index-topk 3 --dtype f16 --seed 23|11,12,13|cpu
 '
 IFS='
 '

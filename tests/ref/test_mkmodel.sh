@@ -66,6 +66,9 @@ same_twice qwen3-dense-layers --preset test-qwen3moe --layers 3 --mlp-only-layer
     --no-norm-topk-prob --head-dim 16
 same_twice qwen3-sharded --preset test-qwen3moe --shards 3
 same_twice mixtral-f32-sharded --preset test-mixtral --dtype f32 --experts 3 --top-k 1 --shards 2
+same_twice test-deepseek-v3 --preset test-deepseek-v3
+same_twice test-glm4-moe --preset test-glm4-moe
+same_twice test-glm5 --preset test-glm5
 
 checkpoint "$tmp/small.a" 1049728
 checkpoint "$tmp/test-llama.a" 164160
@@ -110,7 +113,7 @@ refuse() { # pattern args...
     fi
 }
 refuse "is required" --preset test-llama
-refuse "expected llama, mixtral or qwen3_moe" --out "$tmp/x" --arch gpt2
+refuse "expected llama, mixtral, qwen3_moe" --out "$tmp/x" --arch gpt2
 refuse "unknown preset" --out "$tmp/x" --preset huge
 refuse "expected f32, bf16 or f16" --out "$tmp/x" --dtype q4
 refuse "must divide" --out "$tmp/x" --preset test-llama --kv-heads 3
@@ -123,6 +126,8 @@ refuse "expected a value" --out
 refuse "unknown argument" --out "$tmp/x" --bogus
 refuse "even" --out "$tmp/x" --preset test-llama --head-dim 15
 refuse "does not exist" --out "$tmp/x" --preset test-qwen3moe --mlp-only-layers 7
+refuse "needs a query LoRA" --out "$tmp/x" --preset test-glm5 --q-lora-rank 0
+refuse "expected a multiple of 4" --out "$tmp/x" --preset test-deepseek-v3 --experts 6 --top-k 2
 
 # --- reference.py on the generated test checkpoints ---
 prompt=7,300,41,99,12

@@ -157,7 +157,8 @@ static void test_tile(const syk_kernels *k)
         w[i] = th_f32_to_bf16((float)th_uniform(&r, -1, 1));
     for (int64_t i = 0; i < n * m; i++)
         out[i] = -7.0f;
-    const syk_gemm g = {x, kk, w, SY_DTYPE_BF16, kk, NULL, SY_DTYPE_F32, out, m, n, m, kk};
+    const syk_gemm g = {.x = x, .ldx = kk, .w = w, .wdtype = SY_DTYPE_BF16, .ldw = kk, .bias_dtype = SY_DTYPE_F32,
+                        .out = out, .ldo = m, .n = n, .m = m, .k = kk};
     syk_gemm_tile(k, &g, 3, 68, 8, 41);
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < m; j++) {

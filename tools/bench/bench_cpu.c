@@ -254,7 +254,8 @@ static void prof_print(const char *what, double total_s, double per)
 static void usage(void)
 {
     fprintf(stderr, "usage: sy-bench-cpu --model DIR [--plugin-dir DIR] [--threads N] [--prompts 128,512] [--decode N]\n"
-                    "                    [--attention cpu] [--repeat R] [--profile]\n"
+                    "                    [--attention cpu] [--repeat R] [--profile] [--set section.key=value]...\n"
+                    "  --set   any config key, e.g. --set device.matmul=bf16 --set moe.matmul=bf16\n"
                     "Make the ~110M bf16 llama first with: sy-mkmodel --preset bench-110m --out DIR\n");
 }
 
@@ -262,6 +263,8 @@ int main(int argc, char **argv)
 {
     const char *model = NULL, *plugin_dir = NULL, *attn = "cpu", *prompts = "128,512";
     int threads = 0, decode = 128, repeat = 3, profile = 0;
+    const char *sets[32];
+    int n_sets = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -287,6 +290,8 @@ int main(int argc, char **argv)
             attn = v;
         else if (strcmp(a, "--repeat") == 0)
             repeat = atoi(v);
+        else if (strcmp(a, "--set") == 0 && n_sets < (int)(sizeof sets / sizeof sets[0]))
+            sets[n_sets++] = v;
         else {
             usage();
             return strcmp(a, "-h") && strcmp(a, "--help") ? 2 : 0;
@@ -314,6 +319,12 @@ int main(int argc, char **argv)
     sy_config_set(cfg, buf, &err);
     snprintf(buf, sizeof buf, "device.threads=%d", threads);
     sy_config_set(cfg, buf, &err);
+    for (int i = 0; i < n_sets; i++)
+        if (sy_config_set(cfg, sets[i], &err)) {
+            fprintf(stderr, "sy-bench-cpu: --set %s: %s\n", sets[i], err.msg);
+            sy_config_free(cfg);
+            return 2;
+        }
     sy_engine *e = NULL;
     sy_engine_opts eo = {.plugin_dirs = plugin_dir, .progress = true};
     if (sy_engine_open(cfg, &eo, &e, &err)) {
@@ -331,6 +342,18 @@ int main(int argc, char **argv)
     uint64_t step_bytes = m->weight_bytes;
     if (!e->lm_head_is_embed)
         step_bytes -= sy_tensor_nbytes(&m->embed);
+    /* MoE: a token reads only its top_k experts of each layer. */
+    if (mc->n_experts > 0)
+        for (int32_t l = 0; l < mc->n_layers; l++) {
+            const sy_layer_weights *L = &m->layers[l];
+            if (!L->is_moe || !L->exp_gate)
+                continue;
+            uint64_t ex = 0;
+            for (int32_t x = 0; x < mc->n_experts; x++)
+                ex += sy_tensor_nbytes(&L->exp_gate[x]) + sy_tensor_nbytes(&L->exp_up[x]) +
+                      sy_tensor_nbytes(&L->exp_down[x]);
+            step_bytes -= ex - ex / (uint64_t)mc->n_experts * (uint64_t)mc->top_k;
+        }
 
     double bw = read_bandwidth(threads, (size_t)1 << 30);
     double bound = bw * 1e9 / (double)step_bytes;

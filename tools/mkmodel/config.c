@@ -68,6 +68,53 @@ static json_t *rope_scaling(const mk_spec *s)
                      "original_max_position_embeddings", 8192, "rope_type", "llama3");
 }
 
+/* DeepSeek-V3's rope_scaling: yarn, factor 4 over 128 original positions, mscale 1 and mscale_all_dim 1. */
+static json_t *yarn_scaling(void)
+{
+    return json_pack("{s:f,s:i,s:f,s:f,s:f,s:f,s:s}", "factor", 4.0, "original_max_position_embeddings", 128,
+                     "beta_fast", 32.0, "beta_slow", 1.0, "mscale", 1.0, "mscale_all_dim", 1.0, "type", "yarn");
+}
+
+/* The DeepseekV3MoE block, MLA and the DSA indexer, with the published field names. */
+static void deepseek_fields(json_t *c, const mk_spec *s, int *oom)
+{
+    const mk_ds *d = &s->ds;
+    put(c, "n_routed_experts", json_integer(s->experts), oom);
+    put(c, "num_experts_per_tok", json_integer(s->top_k), oom);
+    put(c, "n_shared_experts", json_integer(d->n_shared), oom);
+    put(c, "first_k_dense_replace", json_integer(d->first_dense), oom);
+    put(c, "n_group", json_integer(d->n_group), oom);
+    put(c, "topk_group", json_integer(d->topk_group), oom);
+    put(c, "routed_scaling_factor", json_real(d->routed_scaling), oom);
+    put(c, "norm_topk_prob", json_boolean(s->norm_topk_prob), oom);
+    if (s->arch == MK_GLM4_MOE) {
+        put(c, "partial_rotary_factor", json_real(d->partial_rotary_half ? 0.5 : 1.0), oom);
+        put(c, "use_qk_norm", json_boolean(d->qk_norm), oom);
+        return;
+    }
+    put(c, "q_lora_rank", d->q_lora > 0 ? json_integer(d->q_lora) : json_null(), oom);
+    put(c, "kv_lora_rank", json_integer(d->kv_lora), oom);
+    put(c, "qk_nope_head_dim", json_integer(d->nope), oom);
+    put(c, "qk_rope_head_dim", json_integer(d->rope), oom);
+    put(c, "v_head_dim", json_integer(d->v_head), oom);
+    if (s->arch == MK_DEEPSEEK_V3) {
+        put(c, "topk_method", json_string("noaux_tc"), oom);
+        put(c, "scoring_func", json_string("sigmoid"), oom);
+        put(c, "rope_interleave", json_true(), oom);
+        return;
+    }
+    put(c, "index_n_heads", json_integer(d->index_heads), oom);
+    put(c, "index_head_dim", json_integer(d->index_head_dim), oom);
+    put(c, "index_topk", json_integer(d->index_topk), oom);
+    json_t *types = json_array();
+    for (int i = 0; i < s->layers && types; i++)
+        if (json_array_append_new(types, json_string(d->shared_indexer_last && i == s->layers - 1 && i > 0
+                                                         ? "shared"
+                                                         : "full")) != 0)
+            *oom = 1;
+    put(c, "indexer_types", types, oom);
+}
+
 static json_t *config_json(const mk_spec *s)
 {
     json_t *c = json_object();
@@ -77,12 +124,15 @@ static json_t *config_json(const mk_spec *s)
     const int moe = s->arch != MK_LLAMA;
     put(c, "hidden_size", json_integer(s->hidden), &oom);
     put(c, "intermediate_size", json_integer(s->arch == MK_MIXTRAL ? mk_expert_ffn(s) : s->ffn), &oom);
-    if (s->arch == MK_QWEN3_MOE)
+    if (s->arch == MK_QWEN3_MOE || mk_is_deepseek_family(s))
         put(c, "moe_intermediate_size", json_integer(mk_expert_ffn(s)), &oom);
     put(c, "num_hidden_layers", json_integer(s->layers), &oom);
     put(c, "num_attention_heads", json_integer(s->heads), &oom);
     put(c, "num_key_value_heads", json_integer(s->kv_heads), &oom);
-    put(c, "head_dim", json_integer(s->head_dim), &oom);
+    if (s->arch == MK_DEEPSEEK_V3 || s->arch == MK_GLM_MOE_DSA)
+        put(c, "head_dim", json_integer(s->ds.rope), &oom); /* what transformers writes: the rope slice */
+    else
+        put(c, "head_dim", json_integer(s->head_dim), &oom);
     put(c, "vocab_size", json_integer(s->vocab), &oom);
     put(c, "max_position_embeddings", json_integer(s->max_pos), &oom);
     put(c, "rms_norm_eps", json_real(s->rms_eps), &oom);
@@ -101,21 +151,26 @@ static json_t *config_json(const mk_spec *s)
                 oom = 1;
         put(c, "mlp_only_layers", only, &oom);
     }
+    if (mk_is_deepseek_family(s))
+        deepseek_fields(c, s, &oom);
     put(c, "tie_word_embeddings", json_boolean(s->tie), &oom);
-    const char *archname = s->arch == MK_LLAMA     ? "LlamaForCausalLM"
-                           : s->arch == MK_MIXTRAL ? "MixtralForCausalLM"
-                                                   : "Qwen3MoeForCausalLM";
+    const char *archname = s->arch == MK_LLAMA          ? "LlamaForCausalLM"
+                           : s->arch == MK_MIXTRAL      ? "MixtralForCausalLM"
+                           : s->arch == MK_DEEPSEEK_V3  ? "DeepseekV3ForCausalLM"
+                           : s->arch == MK_GLM4_MOE     ? "Glm4MoeForCausalLM"
+                           : s->arch == MK_GLM_MOE_DSA  ? "GlmMoeDsaForCausalLM"
+                                                        : "Qwen3MoeForCausalLM";
     put(c, "architectures", json_pack("[s]", archname), &oom);
     put(c, "model_type", json_string(mk_arch_name(s->arch)), &oom);
     put(c, "hidden_act", json_string("silu"), &oom);
-    put(c, "attention_bias", json_false(), &oom);
+    put(c, "attention_bias", json_boolean(s->arch == MK_GLM4_MOE && s->ds.attn_bias), &oom);
     put(c, "attention_dropout", json_real(0.0), &oom);
     if (s->arch == MK_LLAMA) {
         put(c, "mlp_bias", json_false(), &oom);
         put(c, "pretraining_tp", json_integer(1), &oom);
     }
     put(c, "initializer_range", json_real(0.02), &oom);
-    put(c, "rope_scaling", rope_scaling(s), &oom);
+    put(c, "rope_scaling", s->arch == MK_DEEPSEEK_V3 && s->ds.yarn ? yarn_scaling() : rope_scaling(s), &oom);
     put(c, "use_cache", json_true(), &oom);
     put(c, "torch_dtype", json_string(mk_dtype_torch_name(s->dtype)), &oom);
     if (moe) {
@@ -123,7 +178,8 @@ static json_t *config_json(const mk_spec *s)
         put(c, "router_aux_loss_coef", json_real(0.001), &oom);
         if (s->arch == MK_MIXTRAL)
             put(c, "router_jitter_noise", json_real(0.0), &oom);
-        put(c, "sliding_window", json_null(), &oom);
+        if (!mk_is_deepseek_family(s))
+            put(c, "sliding_window", json_null(), &oom);
     }
     if (s->arch == MK_QWEN3_MOE) {
         put(c, "use_sliding_window", json_false(), &oom);

@@ -37,6 +37,14 @@ static const preset presets[] = {
      96, 512, 4, 2, 96, 512, MK_BF16, 7, 0, 1e6, 1e-5},
     {"test-qwen3moe", "like shared tiny-qwen3moe: head_dim 32, q/k norm, 4 experts top-2, bf16", MK_QWEN3_MOE, 64,
      2, 4, 2, 32, 128, 512, 4, 2, 64, 512, MK_BF16, 7, 0, 1e6, 1e-6},
+    {"test-deepseek-v3", "DeepSeek-V3 shaped: MLA (q_lora 32, kv_lora 32), yarn, 1 dense + 2 MoE layers, 8 experts in "
+                         "4 groups, shared expert, bf16",
+     MK_DEEPSEEK_V3, 64, 3, 4, 4, 0, 128, 512, 8, 2, 32, 512, MK_BF16, 8, 0, 10000.0, 1e-6},
+    {"test-glm4-moe", "GLM-4.5 shaped: GQA, partial RoPE, q/k bias and norm, 1 dense + 2 MoE layers, shared expert, "
+                      "bf16",
+     MK_GLM4_MOE, 64, 3, 4, 2, 32, 128, 512, 8, 2, 32, 512, MK_BF16, 9, 0, 10000.0, 1e-5},
+    {"test-glm5", "GLM-5 shaped (glm_moe_dsa): MLA + DSA indexer keeping 6 positions, 1 dense + 2 MoE layers, bf16",
+     MK_GLM_MOE_DSA, 64, 3, 4, 4, 0, 128, 512, 8, 2, 32, 512, MK_BF16, 10, 0, 10000.0, 1e-5},
     {"bench-110m", "llama, ~110M params (stories110M's shape), tied, bf16", MK_LLAMA, 768, 12, 12, 12, 0, 2048,
      32000, 0, 0, 0, 2048, MK_BF16, 1, 1, 10000.0, 1e-5},
     {"bench-moe-250m", "mixtral, ~250M params, 8 experts top-2, GQA, bf16", MK_MIXTRAL, 768, 10, 12, 4, 0, 1024,
@@ -56,8 +64,8 @@ static void usage(FILE *f)
             "\n"
             "  --out DIR            output directory (created if missing; files are replaced)\n"
             "  --preset NAME        starting point (default: small; see --list-presets)\n"
-            "  --arch A             llama, mixtral or qwen3_moe; alone it starts from that\n"
-            "                       arch's preset (small, test-mixtral, test-qwen3moe)\n"
+            "  --arch A             llama, mixtral, qwen3_moe, deepseek_v3, glm4_moe or glm_moe_dsa;\n"
+            "                       alone it starts from that arch's test preset\n"
             "  --hidden N           hidden_size\n"
             "  --layers N           num_hidden_layers\n"
             "  --heads N            num_attention_heads\n"
@@ -79,6 +87,11 @@ static void usage(FILE *f)
             "  --sparse-step N      qwen3_moe decoder_sparse_step (MoE on layers (i+1) %% N == 0)\n"
             "  --mlp-only-layers L  qwen3_moe dense layers, comma-separated (e.g. 0,3)\n"
             "  --no-norm-topk-prob  qwen3_moe: do not renormalise the top-k weights\n"
+            "  --q-lora-rank N      deepseek_v3: query LoRA rank; 0: a plain q_proj (q_lora_rank null)\n"
+            "  --index-topk N       glm_moe_dsa: positions the DSA indexer keeps per query\n"
+            "  --first-dense N      deepseek family: first_k_dense_replace (dense leading layers)\n"
+            "  --quant Q            none, fp8 (128x128 blocks), fp8-tensor, nvfp4 or nvfp4-experts:\n"
+            "                       linear layers stored quantised (embeddings, head, routers stay float)\n"
             "  --quiet              print nothing on success\n"
             "  --list-presets       print the presets and exit\n"
             "  --help               this text\n"
@@ -92,6 +105,7 @@ static void list_presets(void)
 {
     for (size_t i = 0; i < NPRESETS; i++)
         printf("%-15s %s\n", presets[i].name, presets[i].what);
+    mk_quant_presets_list(stdout);
 }
 
 static void apply_preset(mk_spec *s, const preset *p)
@@ -117,6 +131,7 @@ static void apply_preset(mk_spec *s, const preset *p)
     s->rms_eps = p->rms_eps;
     s->norm_topk_prob = 1;
     s->sparse_step = 1;
+    mk_ds_defaults(s);
 }
 
 static const preset *find_preset(const char *name)
@@ -172,8 +187,14 @@ static int parse_arch(const char *v, mk_arch *out)
         *out = MK_MIXTRAL;
     else if (strcmp(v, "qwen3_moe") == 0 || strcmp(v, "qwen3moe") == 0)
         *out = MK_QWEN3_MOE;
+    else if (strcmp(v, "deepseek_v3") == 0)
+        *out = MK_DEEPSEEK_V3;
+    else if (strcmp(v, "glm4_moe") == 0)
+        *out = MK_GLM4_MOE;
+    else if (strcmp(v, "glm_moe_dsa") == 0)
+        *out = MK_GLM_MOE_DSA;
     else
-        return fail("--arch: expected llama, mixtral or qwen3_moe, got '%s'", v);
+        return fail("--arch: expected llama, mixtral, qwen3_moe, deepseek_v3, glm4_moe or glm_moe_dsa, got '%s'", v);
     return 0;
 }
 
@@ -225,6 +246,7 @@ static int parse_args(int argc, char **argv, mk_spec *s, opts *o)
 {
     /* First the base: --preset, else --arch's preset, else small. */
     const preset *base = NULL;
+    const char *qpreset = NULL;
     mk_arch arch_only = MK_LLAMA;
     int have_arch = 0;
     for (int i = 1; i < argc; i++) {
@@ -233,6 +255,10 @@ static int parse_args(int argc, char **argv, mk_spec *s, opts *o)
             if (!v)
                 return -1;
             base = find_preset(v);
+            if (!base && mk_quant_preset_base(v)) { /* a quantised preset: its float base, then the changes */
+                base = find_preset(mk_quant_preset_base(v));
+                qpreset = v;
+            }
             if (!base) {
                 fprintf(stderr, "sy-mkmodel: --preset: unknown preset '%s'; expected one of:", v);
                 for (size_t k = 0; k < NPRESETS; k++)
@@ -250,8 +276,13 @@ static int parse_args(int argc, char **argv, mk_spec *s, opts *o)
     if (!base)
         base = find_preset(!have_arch || arch_only == MK_LLAMA ? "small"
                            : arch_only == MK_MIXTRAL           ? "test-mixtral"
+                           : arch_only == MK_DEEPSEEK_V3       ? "test-deepseek-v3"
+                           : arch_only == MK_GLM4_MOE          ? "test-glm4-moe"
+                           : arch_only == MK_GLM_MOE_DSA       ? "test-glm5"
                                                                : "test-qwen3moe");
     apply_preset(s, base);
+    if (qpreset)
+        mk_quant_preset_apply(qpreset, s);
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -285,6 +316,7 @@ static int parse_args(int argc, char **argv, mk_spec *s, opts *o)
             rc = parse_arch(v, &ar);
             if (rc == 0 && ar != s->arch) {
                 s->arch = ar;
+                mk_ds_defaults(s);
                 if (ar == MK_LLAMA) {
                     s->experts = s->top_k = s->moe_ffn = 0;
                 } else if (s->experts == 0) {
@@ -305,6 +337,9 @@ static int parse_args(int argc, char **argv, mk_spec *s, opts *o)
         INTOPT("--max-pos", max_pos, 1, 1 << 30)
         INTOPT("--shards", shards, 1, 1 << 16)
         INTOPT("--sparse-step", sparse_step, 1, MK_MAX_LAYERS)
+        INTOPT("--q-lora-rank", ds.q_lora, 0, 1 << 20)
+        INTOPT("--index-topk", ds.index_topk, 1, 1 << 20)
+        INTOPT("--first-dense", ds.first_dense, 0, MK_MAX_LAYERS)
         else if (is_opt(a, "--head-dim"))
         {
             VAL("--head-dim");
@@ -376,6 +411,12 @@ static int parse_args(int argc, char **argv, mk_spec *s, opts *o)
         {
             s->norm_topk_prob = 0;
         }
+        else if (is_opt(a, "--quant"))
+        {
+            VAL("--quant");
+            if (mk_quant_parse(v, &s->quant) != 0)
+                rc = fail("--quant: expected none, fp8, fp8-tensor, nvfp4 or nvfp4-experts, got '%s'", v);
+        }
         else if (strcmp(a, "--quiet") == 0)
         {
             o->quiet = 1;
@@ -418,6 +459,12 @@ static int validate(mk_spec *s, const opts *o)
         if (s->top_k < 1 || s->top_k > s->experts)
             return fail("--top-k %d: expected 1..%d (the number of experts)", s->top_k, s->experts);
     }
+    if (s->arch == MK_GLM_MOE_DSA && s->ds.q_lora < 1)
+        return fail("--q-lora-rank: glm_moe_dsa needs a query LoRA (its indexer reads the query latent), got %d",
+                    s->ds.q_lora);
+    if (mk_is_deepseek_family(s) && s->ds.n_group > 0 && s->experts % s->ds.n_group != 0)
+        return fail("--experts %d: the %s preset routes in %d groups; expected a multiple of %d", s->experts,
+                    mk_arch_name(s->arch), s->ds.n_group, s->ds.n_group);
     for (int i = s->layers; i < MK_MAX_LAYERS; i++)
         if (s->mlp_only[i])
             return fail("--mlp-only-layers: layer %d does not exist (expected 0..%d)", i, s->layers - 1);
@@ -494,7 +541,7 @@ int main(int argc, char **argv)
     if (rc == 0)
         rc = mk_write_tokenizer(s, o.out, err, sizeof(err));
     if (rc == 0)
-        rc = mk_write_weights(s, o.out, err, sizeof(err));
+        rc = s->quant ? mk_write_quant_weights(s, o.out, err, sizeof(err)) : mk_write_weights(s, o.out, err, sizeof(err));
     if (rc != 0) {
         fail("%s", err);
         free(s);

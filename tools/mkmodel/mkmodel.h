@@ -15,7 +15,18 @@
 
 #include <jansson.h>
 
-typedef enum mk_arch { MK_LLAMA, MK_MIXTRAL, MK_QWEN3_MOE } mk_arch;
+typedef enum mk_arch { MK_LLAMA, MK_MIXTRAL, MK_QWEN3_MOE, MK_DEEPSEEK_V3, MK_GLM4_MOE, MK_GLM_MOE_DSA } mk_arch;
+
+/* DeepSeek-V3 / GLM-4-MoE / GLM-5 fields (zero for the other families). */
+typedef struct mk_ds {
+    int n_shared, first_dense, n_group, topk_group;
+    double routed_scaling;
+    int q_lora, kv_lora, nope, rope, v_head; /* MLA (deepseek_v3, glm_moe_dsa) */
+    int yarn;                                /* deepseek_v3: rope_scaling yarn, factor 4 over 128 positions */
+    int partial_rotary_half, qk_norm, attn_bias; /* glm4_moe */
+    int index_heads, index_head_dim, index_topk; /* glm_moe_dsa */
+    int shared_indexer_last;                 /* glm_moe_dsa: the last layer reuses the previous layer's top-k */
+} mk_ds;
 typedef enum mk_dtype { MK_F32, MK_BF16, MK_F16 } mk_dtype;
 
 /* The logit standard deviation that lm_head's init aims at. */
@@ -48,7 +59,26 @@ typedef struct mk_spec {
     int norm_topk_prob;  /* qwen3_moe */
     int sparse_step;     /* qwen3_moe decoder_sparse_step */
     unsigned char mlp_only[MK_MAX_LAYERS]; /* qwen3_moe mlp_only_layers */
+    mk_ds ds;
+    int quant; /* mk_quant: how linear layers are stored (quant.c) */
 } mk_spec;
+
+/* ---- quant.c: FP8 and NVFP4 checkpoints ---- */
+enum mk_quant { MK_Q_NONE, MK_Q_FP8, MK_Q_FP8_TENSOR, MK_Q_NVFP4, MK_Q_NVFP4_EXPERTS };
+/* --quant value ("none", "fp8", "fp8-tensor", "nvfp4", "nvfp4-experts"); 0 or -1. */
+int mk_quant_parse(const char *v, int *out);
+const char *mk_quant_name(int q);
+/* Quantised presets: the float preset each starts from (NULL: not one), then what it changes. */
+const char *mk_quant_preset_base(const char *name);
+void mk_quant_preset_apply(const char *name, mk_spec *s);
+void mk_quant_presets_list(FILE *f);
+/* model.safetensors with quantised linears, and the quantisation config; 0 or -1 with err. */
+int mk_write_quant_weights(const mk_spec *s, const char *dir, char *err, size_t errcap);
+
+/* deepseek_v3, glm4_moe or glm_moe_dsa (the DeepseekV3MoE block). */
+int mk_is_deepseek_family(const mk_spec *s);
+/* Their tiny test defaults (spec.c). */
+void mk_ds_defaults(mk_spec *s);
 
 /* ---- rng.c: splitmix64 streams and normal samples, no global state ---- */
 typedef struct mk_rng {

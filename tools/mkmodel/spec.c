@@ -3,6 +3,8 @@
 
 #include "mkmodel.h"
 
+#include <string.h>
+
 const char *mk_arch_name(mk_arch a)
 {
     switch (a) {
@@ -12,6 +14,12 @@ const char *mk_arch_name(mk_arch a)
         return "mixtral";
     case MK_QWEN3_MOE:
         return "qwen3_moe";
+    case MK_DEEPSEEK_V3:
+        return "deepseek_v3";
+    case MK_GLM4_MOE:
+        return "glm4_moe";
+    case MK_GLM_MOE_DSA:
+        return "glm_moe_dsa";
     }
     return "?";
 }
@@ -46,6 +54,10 @@ int mk_layer_is_dense(const mk_spec *s, int layer)
     case MK_QWEN3_MOE:
         /* Hugging Face's Qwen3MoeDecoderLayer rule. */
         return s->mlp_only[layer] || s->experts <= 0 || (layer + 1) % s->sparse_step != 0;
+    case MK_DEEPSEEK_V3:
+    case MK_GLM4_MOE:
+    case MK_GLM_MOE_DSA:
+        return layer < s->ds.first_dense;
     }
     return 1;
 }
@@ -58,4 +70,62 @@ int mk_expert_ffn(const mk_spec *s)
 int mk_eos_id(const mk_spec *s)
 {
     return s->vocab - 3;
+}
+
+int mk_is_deepseek_family(const mk_spec *s)
+{
+    return s->arch == MK_DEEPSEEK_V3 || s->arch == MK_GLM4_MOE || s->arch == MK_GLM_MOE_DSA;
+}
+
+/*
+ * Tiny shapes that still exercise every path: a dense first layer, shared
+ * experts, grouped sigmoid routing with a score bias, MLA with both rope
+ * layouts, yarn, and (GLM-5) an indexer that keeps fewer positions than a
+ * test sequence has.
+ */
+void mk_ds_defaults(mk_spec *s)
+{
+    mk_ds *d = &s->ds;
+    memset(d, 0, sizeof *d);
+    d->n_shared = 1;
+    d->first_dense = 1;
+    switch (s->arch) {
+    case MK_DEEPSEEK_V3:
+        d->n_group = 4;
+        d->topk_group = 2;
+        d->routed_scaling = 2.5;
+        d->q_lora = 32;
+        d->kv_lora = 32;
+        d->nope = 16;
+        d->rope = 8;
+        d->v_head = 24;
+        d->yarn = 1;
+        break;
+    case MK_GLM4_MOE:
+        d->n_group = 2;
+        d->topk_group = 1;
+        d->routed_scaling = 1.5;
+        d->partial_rotary_half = 1;
+        d->qk_norm = 1;
+        d->attn_bias = 1;
+        break;
+    case MK_GLM_MOE_DSA:
+        d->n_group = 1;
+        d->topk_group = 1;
+        d->routed_scaling = 2.5;
+        d->q_lora = 32;
+        d->kv_lora = 48;
+        d->nope = 16;
+        d->rope = 8;
+        d->v_head = 16;
+        /* 16 heads: with few, every head's relu is often 0 for some position, and an exact tie of index scores at
+         * the top-k boundary is broken differently by each implementation (torch.topk leaves it unspecified). */
+        d->index_heads = 16;
+        d->index_head_dim = 16;
+        d->index_topk = 6;
+        d->shared_indexer_last = 1;
+        break;
+    default:
+        break;
+    }
 }

@@ -54,6 +54,58 @@ static int plan_add(plan *p, int is_norm, double std, uint64_t d0, uint64_t d1, 
 #define LINEAR(out, in, ...) plan_add(&p, 0, 1.0 / sqrt((double)(in)), (uint64_t)(out), (uint64_t)(in), __VA_ARGS__)
 #define NORM(n, ...) plan_add(&p, 1, 0.0, (uint64_t)(n), 0, __VA_ARGS__)
 
+/* MLA projections (and GLM-5's indexer) of layer i, DeepSeek-V3's names. */
+static int plan_mla(plan *pp, const mk_spec *s, int i)
+{
+#define p (*pp)
+    const mk_ds *d = &s->ds;
+    const int H = s->hidden, qk = d->nope + d->rope;
+    int rc = 0;
+    if (d->q_lora > 0) {
+        rc |= LINEAR(d->q_lora, H, "model.layers.%d.self_attn.q_a_proj.weight", i);
+        rc |= NORM(d->q_lora, "model.layers.%d.self_attn.q_a_layernorm.weight", i);
+        rc |= LINEAR(s->heads * qk, d->q_lora, "model.layers.%d.self_attn.q_b_proj.weight", i);
+    } else {
+        rc |= LINEAR(s->heads * qk, H, "model.layers.%d.self_attn.q_proj.weight", i);
+    }
+    rc |= LINEAR(d->kv_lora + d->rope, H, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", i);
+    rc |= NORM(d->kv_lora, "model.layers.%d.self_attn.kv_a_layernorm.weight", i);
+    rc |= LINEAR(s->heads * (d->nope + d->v_head), d->kv_lora, "model.layers.%d.self_attn.kv_b_proj.weight", i);
+    rc |= LINEAR(H, s->heads * d->v_head, "model.layers.%d.self_attn.o_proj.weight", i);
+    if (s->arch == MK_GLM_MOE_DSA && !(d->shared_indexer_last && i == s->layers - 1 && i > 0)) {
+        const int ID = d->index_head_dim;
+        rc |= LINEAR(d->index_heads * ID, d->q_lora, "model.layers.%d.self_attn.indexer.wq_b.weight", i);
+        rc |= LINEAR(ID, H, "model.layers.%d.self_attn.indexer.wk.weight", i);
+        rc |= NORM(ID, "model.layers.%d.self_attn.indexer.k_norm.weight", i);
+        rc |= plan_add(&p, 0, 0.1, (uint64_t)ID, 0, "model.layers.%d.self_attn.indexer.k_norm.bias", i);
+        rc |= LINEAR(d->index_heads, H, "model.layers.%d.self_attn.indexer.weights_proj.weight", i);
+    }
+    return rc;
+#undef p
+}
+
+/* DeepseekV3MoE: router + score bias, routed experts, shared experts. */
+static int plan_deepseek_moe(plan *pp, const mk_spec *s, int i)
+{
+#define p (*pp)
+    const int H = s->hidden, EF = mk_expert_ffn(s), SF = EF * s->ds.n_shared;
+    int rc = LINEAR(s->experts, H, "model.layers.%d.mlp.gate.weight", i);
+    /* A bias large enough to change which experts win. */
+    rc |= plan_add(&p, 0, 0.05, (uint64_t)s->experts, 0, "model.layers.%d.mlp.gate.e_score_correction_bias", i);
+    for (int e = 0; e < s->experts; e++) {
+        rc |= LINEAR(EF, H, "model.layers.%d.mlp.experts.%d.gate_proj.weight", i, e);
+        rc |= LINEAR(EF, H, "model.layers.%d.mlp.experts.%d.up_proj.weight", i, e);
+        rc |= LINEAR(H, EF, "model.layers.%d.mlp.experts.%d.down_proj.weight", i, e);
+    }
+    if (SF > 0) {
+        rc |= LINEAR(SF, H, "model.layers.%d.mlp.shared_experts.gate_proj.weight", i);
+        rc |= LINEAR(SF, H, "model.layers.%d.mlp.shared_experts.up_proj.weight", i);
+        rc |= LINEAR(H, SF, "model.layers.%d.mlp.shared_experts.down_proj.weight", i);
+    }
+    return rc;
+#undef p
+}
+
 mk_tensor *mk_plan_tensors(const mk_spec *s, size_t *n)
 {
     plan p = {0};
@@ -65,11 +117,20 @@ mk_tensor *mk_plan_tensors(const mk_spec *s, size_t *n)
     rc |= plan_add(&p, 0, embed_std, (uint64_t)s->vocab, (uint64_t)H, "model.embed_tokens.weight");
     for (int i = 0; i < s->layers && rc == 0; i++) {
         rc |= NORM(H, "model.layers.%d.input_layernorm.weight", i);
-        rc |= LINEAR(s->heads * hd, H, "model.layers.%d.self_attn.q_proj.weight", i);
-        rc |= LINEAR(s->kv_heads * hd, H, "model.layers.%d.self_attn.k_proj.weight", i);
-        rc |= LINEAR(s->kv_heads * hd, H, "model.layers.%d.self_attn.v_proj.weight", i);
-        rc |= LINEAR(H, s->heads * hd, "model.layers.%d.self_attn.o_proj.weight", i);
-        if (s->arch == MK_QWEN3_MOE) {
+        if (s->arch == MK_DEEPSEEK_V3 || s->arch == MK_GLM_MOE_DSA)
+            rc |= plan_mla(&p, s, i);
+        else {
+            rc |= LINEAR(s->heads * hd, H, "model.layers.%d.self_attn.q_proj.weight", i);
+            rc |= LINEAR(s->kv_heads * hd, H, "model.layers.%d.self_attn.k_proj.weight", i);
+            rc |= LINEAR(s->kv_heads * hd, H, "model.layers.%d.self_attn.v_proj.weight", i);
+            rc |= LINEAR(H, s->heads * hd, "model.layers.%d.self_attn.o_proj.weight", i);
+        }
+        if (s->arch == MK_GLM4_MOE && s->ds.attn_bias) {
+            rc |= plan_add(&p, 0, 0.1, (uint64_t)(s->heads * hd), 0, "model.layers.%d.self_attn.q_proj.bias", i);
+            rc |= plan_add(&p, 0, 0.1, (uint64_t)(s->kv_heads * hd), 0, "model.layers.%d.self_attn.k_proj.bias", i);
+            rc |= plan_add(&p, 0, 0.1, (uint64_t)(s->kv_heads * hd), 0, "model.layers.%d.self_attn.v_proj.bias", i);
+        }
+        if (s->arch == MK_QWEN3_MOE || (s->arch == MK_GLM4_MOE && s->ds.qk_norm)) {
             rc |= NORM(hd, "model.layers.%d.self_attn.q_norm.weight", i);
             rc |= NORM(hd, "model.layers.%d.self_attn.k_norm.weight", i);
         }
@@ -81,6 +142,8 @@ mk_tensor *mk_plan_tensors(const mk_spec *s, size_t *n)
                 rc |= LINEAR(H, EF, "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", i, e);
                 rc |= LINEAR(EF, H, "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", i, e);
             }
+        } else if (mk_is_deepseek_family(s) && !mk_layer_is_dense(s, i)) {
+            rc |= plan_deepseek_moe(&p, s, i);
         } else if (!mk_layer_is_dense(s, i)) { /* qwen3_moe */
             rc |= LINEAR(s->experts, H, "model.layers.%d.mlp.gate.weight", i);
             for (int e = 0; e < s->experts; e++) {

@@ -15,7 +15,13 @@ plugins_common_cpu_libsykern_la_SOURCES = \
 	plugins/common/cpu/elementwise.c \
 	plugins/common/cpu/kern_portable.c \
 	plugins/common/cpu/kern_avx2.c \
-	plugins/common/cpu/kern_avx512.c
+	plugins/common/cpu/kern_avx512.c \
+	plugins/common/cpu/kern_avx512bf16.c \
+	plugins/common/cpu/sykquant.h \
+	plugins/common/cpu/gemm_quant.c \
+	plugins/common/cpu/quant_portable.c \
+	plugins/common/cpu/quant_avx2.c \
+	plugins/common/cpu/quant_avx512.c
 plugins_common_cpu_libsykern_la_CPPFLAGS = $(AM_CPPFLAGS)
 plugins_common_cpu_libsykern_la_CFLAGS = $(SY_PLUGIN_CFLAGS)
 EXTRA_DIST += plugins/common/cpu/README.md

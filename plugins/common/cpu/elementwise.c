@@ -83,6 +83,22 @@ void syk_silu_mul(float *out, const float *gate, const float *up, int64_t n)
     }
 }
 
+void syk_silu_mul_vexp(const syk_kernels *k, float *out, const float *gate, const float *up, int64_t n)
+{
+    float e[256];
+    for (int64_t i0 = 0; i0 < n; i0 += 256) {
+        const int64_t m = n - i0 < 256 ? n - i0 : 256;
+        for (int64_t j = 0; j < m; j++)
+            e[j] = -gate[i0 + j];
+        k->vexp(e, e, m);
+        for (int64_t j = 0; j < m; j++) {
+            const float g = gate[i0 + j];
+            /* Below -87 the vector exp saturates at e^88; expf's inf gives the ~0 that silu really is there. */
+            out[i0 + j] = (g < -87.0f ? g / (1.0f + expf(-g)) : g / (1.0f + e[j])) * up[i0 + j];
+        }
+    }
+}
+
 void syk_add(float *acc, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)

@@ -20,6 +20,7 @@
 
 #include "sykconv.h"
 #include "sykern.h"
+#include "sykquant.h"
 
 /* Blocking; NB and FEW overridable with -D for tuning runs of tools/bench_kernels. */
 #ifndef SYK_NB
@@ -46,10 +47,76 @@ static inline const void *wptr(const syk_gemm *g, int64_t row, int64_t col)
     return (const char *)g->w + ((size_t)row * (size_t)g->ldw + (size_t)col) * syk_wdtype_size(g->wdtype);
 }
 
+static void add_bias(const syk_gemm *g, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    for (int64_t r = r0; r < r1; r++) {
+        float *o = g->out + r * g->ldo;
+        for (int64_t j = c0; j < c1; j++)
+            o[j] += bias_at(g, j);
+    }
+}
+
+/* The BF16 path: the same two loop orders as the F32 path below, on the rounded x. */
+static void bdot_tile(const syk_gemm *g, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    const syk_gemm_nt_xbf16_fn nt = g->bdot->gemm_nt;
+    const uint16_t *w = (const uint16_t *)g->w + (size_t)c0 * (size_t)g->ldw;
+    if (r1 - r0 <= FEW) {
+        nt(g->xb + r0 * g->ldxb, g->ldxb, w, g->ldw, g->out + r0 * g->ldo + c0, g->ldo, r1 - r0, c1 - c0, g->k, 0);
+    } else {
+        for (int64_t rb = r0; rb < r1; rb += NB) {
+            const int64_t nr = r1 - rb < NB ? r1 - rb : NB;
+            for (int64_t kb = 0; kb < g->k; kb += KC) {
+                const int64_t kc = g->k - kb < KC ? g->k - kb : KC;
+                nt(g->xb + rb * g->ldxb + kb, g->ldxb, w + kb, g->ldw, g->out + rb * g->ldo + c0, g->ldo, nr, c1 - c0,
+                   kc, kb > 0);
+            }
+        }
+    }
+    if (g->bias)
+        add_bias(g, r0, r1, c0, c1);
+}
+
+typedef struct to_bf16_job {
+    const syk_bf16dot *b;
+    uint16_t *xb;
+    int64_t ldxb;
+    const float *x;
+    int64_t ldx, k;
+} to_bf16_job;
+
+static void to_bf16_rows(void *arg, int64_t begin, int64_t end, int worker)
+{
+    (void)worker;
+    const to_bf16_job *j = arg;
+    for (int64_t i = begin; i < end; i++)
+        j->b->to_bf16(j->xb + i * j->ldxb, j->x + i * j->ldx, j->k);
+}
+
+void syk_rows_to_bf16(const syk_bf16dot *b, uint16_t *xb, int64_t ldxb, const float *x, int64_t ldx, int64_t n,
+                      int64_t k, const syk_par *par)
+{
+    to_bf16_job j = {b, xb, ldxb, x, ldx, k};
+    /* ~64k elements per chunk: below that a pool pass costs more than the conversion. */
+    const int64_t grain = k >= 65536 ? 1 : 65536 / (k > 0 ? k : 1);
+    if (n <= grain)
+        to_bf16_rows(&j, 0, n, 0);
+    else
+        syk_par_for(par, n, grain, to_bf16_rows, &j);
+}
+
 void syk_gemm_tile(const syk_kernels *kern, const syk_gemm *g, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
 {
     if (r1 <= r0 || c1 <= c0)
         return;
+    if (syk_wdtype_quant(g->wdtype)) {
+        syk_gemm_tile_q(kern, g, r0, r1, c0, c1);
+        return;
+    }
+    if (g->bdot && g->xb && g->wdtype == SY_DTYPE_BF16 && g->k > 0) {
+        bdot_tile(g, r0, r1, c0, c1);
+        return;
+    }
     const syk_gemm_nt_fn nt = kern->gemm_nt[g->wdtype];
     const int64_t k = g->k;
     if (k == 0) {
@@ -70,11 +137,7 @@ void syk_gemm_tile(const syk_kernels *kern, const syk_gemm *g, int64_t r0, int64
         }
     }
     if (g->bias)
-        for (int64_t r = r0; r < r1; r++) {
-            float *o = g->out + r * g->ldo;
-            for (int64_t j = c0; j < c1; j++)
-                o[j] += bias_at(g, j);
-        }
+        add_bias(g, r0, r1, c0, c1);
 }
 
 typedef struct gemm_job {

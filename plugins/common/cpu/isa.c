@@ -127,6 +127,18 @@ int syk_isa_usable(syk_isa isa, char *why, size_t why_len)
 #endif
 }
 
+int syk_cpu_has_avx512bf16(void)
+{
+#if SYK_X86
+    unsigned a, b, cx, d;
+    if (__get_cpuid_max(0, NULL) < 7 || !__get_cpuid_count(7, 1, &a, &b, &cx, &d))
+        return 0;
+    return (a >> 5) & 1; /* CPUID.(7,1):EAX bit 5; the zmm state is checked by syk_isa_usable(AVX512) */
+#else
+    return 0;
+#endif
+}
+
 syk_isa syk_isa_best(void)
 {
     if (syk_isa_usable(SYK_ISA_AVX512, NULL, 0))

@@ -97,6 +97,34 @@ const syk_kernels *syk__kernels_portable(void);
 const syk_kernels *syk__kernels_avx2(void);
 const syk_kernels *syk__kernels_avx512(void);
 
+/* ------------------------------------------------------ BF16 dot products */
+
+/*
+ * The opt-in BF16 path (key `matmul = bf16` of the cpu plugins), for BF16
+ * weights: activations are rounded to BF16 (nearest even) and multiplied
+ * with AVX512-BF16 dot products (vdpbf16ps: two exact products added into
+ * each F32 lane), twice the products per instruction of the F32 FMA path,
+ * as llama.cpp's CPU backend does. k is sliced at SYK_KC and columns are
+ * reduced in groups of 4 as in gemm_nt, so this path is batch-invariant
+ * too; its results differ from the F32 path's (x lost its low 16 bits).
+ */
+typedef void (*syk_gemm_nt_xbf16_fn)(const uint16_t *xb, int64_t ldx, const uint16_t *w, int64_t ldw, float *out,
+                                     int64_t ldo, int64_t n, int64_t m, int64_t k, int accumulate);
+/* dst[i] = src[i] rounded to BF16, nearest even (denormals flush to zero). */
+typedef void (*syk_to_bf16_fn)(uint16_t *dst, const float *src, int64_t n);
+typedef struct syk_bf16dot {
+    syk_gemm_nt_xbf16_fn gemm_nt;
+    syk_to_bf16_fn to_bf16;
+} syk_bf16dot;
+
+/* 1 if the CPU reports AVX512_BF16 (CPUID leaf 7, subleaf 1). */
+int syk_cpu_has_avx512bf16(void);
+/*
+ * The BF16 kernels for plugins running isa, or NULL with the reason in why
+ * (isa is not avx512, or the CPU lacks AVX512_BF16). why may be NULL.
+ */
+const syk_bf16dot *syk_bf16dot_for(syk_isa isa, char *why, size_t why_len);
+
 /* ------------------------------------------------------------ parallelism */
 
 /*
@@ -128,7 +156,20 @@ typedef struct syk_gemm {
     float *out;
     int64_t ldo;
     int64_t n, m, k;
+    /* wdtype FP8_E4M3 / FP4_E2M1: the weight tensor, whose scales the kernels read (sykquant.h). */
+    const sy_tensor *wq;
+    /*
+     * The BF16 path, for wdtype BF16 only: x already rounded into xb (row
+     * stride ldxb) by syk_rows_to_bf16. NULL: the F32 path.
+     */
+    const syk_bf16dot *bdot;
+    const uint16_t *xb;
+    int64_t ldxb;
 } syk_gemm;
+
+/* xb[i*ldxb + kk] = x[i*ldx + kk] rounded to BF16, for i < n, kk < k, rows split over par. */
+void syk_rows_to_bf16(const syk_bf16dot *b, uint16_t *xb, int64_t ldxb, const float *x, int64_t ldx, int64_t n,
+                      int64_t k, const syk_par *par);
 
 /* Serial: output rows [r0, r1) and columns [c0, c1), c0 a multiple of 4. */
 void syk_gemm_tile(const syk_kernels *kern, const syk_gemm *g, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
@@ -152,6 +193,8 @@ void syk_row_from_f32(void *dst, sy_dtype dt, const float *src, int64_t n);
 void syk_rmsnorm_row(float *out, const float *x, const void *w, sy_dtype wdt, int64_t d, float eps);
 /* out = silu(gate) * up; out may alias either input. */
 void syk_silu_mul(float *out, const float *gate, const float *up, int64_t n);
+/* The same with k's vector exp (within 3 ulp): the exp was most of the op's time. */
+void syk_silu_mul_vexp(const syk_kernels *k, float *out, const float *gate, const float *up, int64_t n);
 /* acc += x. */
 void syk_add(float *acc, const float *x, int64_t n);
 /*

@@ -18,6 +18,10 @@ typedef struct sy_cpu_dev {
     const syk_kernels *kern;
     syk_pool *pool;
     syk_par par; /* over pool */
+    /* `matmul = bf16` on a CPU with AVX512_BF16: the BF16 path, else NULL. */
+    const syk_bf16dot *bdot;
+    uint16_t *xb;     /* x rounded to BF16 for the BF16 path; grows to the largest batch x k seen */
+    size_t xb_cap;    /* elements */
 } sy_cpu_dev;
 
 int sy__cpu_embed(void *inst, const sy_tensor *table, const int32_t *ids, int64_t n, sy_tensor *out, sy_err *err);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "device_cpu.h"
+#include "sykquant.h"
 
 /* A tensor seen as rows of F32 (activations). */
 typedef struct rows_view {
@@ -202,8 +203,16 @@ static int linear_setup(const sy_tensor *x, const sy_tensor *w, const sy_tensor 
     rows_view xv, ov;
     int64_t m, k, ldw;
     int rc;
-    if ((rc = f32_rows(x, op, "x", &xv, err)) || (rc = w_rows(w, op, "w", &m, &k, &ldw, err)) ||
-        (rc = f32_rows(out, op, "out", &ov, err)))
+    char why[160];
+    if (w && syk_wdtype_quant(w->dtype)) { /* FP8 / NVFP4: the scales travel in w (sykquant.h) */
+        if (syk_qweight_check(w, why, sizeof why))
+            return sy_err_set(err, SY_ERR_INVALID, "%s: w: %s", op, why);
+        m = w->shape[0];
+        k = ldw = w->shape[1];
+        if ((rc = f32_rows(x, op, "x", &xv, err)) || (rc = f32_rows(out, op, "out", &ov, err)))
+            return rc;
+    } else if ((rc = f32_rows(x, op, "x", &xv, err)) || (rc = w_rows(w, op, "w", &m, &k, &ldw, err)) ||
+               (rc = f32_rows(out, op, "out", &ov, err)))
         return rc;
     if (xv.cols != k)
         return sy_err_set(err, SY_ERR_INVALID, "%s: x is [%lld, %lld] but w is [%lld, %lld]; expected x [n, %lld]", op,
@@ -233,7 +242,51 @@ static int linear_setup(const sy_tensor *x, const sy_tensor *w, const sy_tensor 
         .n = xv.rows,
         .m = m,
         .k = k,
+        .wq = syk_wdtype_quant(w->dtype) ? w : NULL,
     };
+    return SY_OK;
+}
+
+/*
+ * With `matmul = bf16`: rounds the x of every BF16-weight product to BF16
+ * once (parts that share an x share the copy) into the instance's buffer
+ * and points the products at it.
+ */
+static int bdot_setup(sy_cpu_dev *d, syk_gemm *g, int n, const char *op, sy_err *err)
+{
+    if (!d->bdot)
+        return SY_OK;
+    size_t need = 0;
+    for (int i = 0; i < n; i++)
+        if (g[i].wdtype == SY_DTYPE_BF16 && g[i].n > 0 && g[i].m > 0 && g[i].k > 0)
+            need += (size_t)g[i].n * (size_t)g[i].k;
+    if (need == 0)
+        return SY_OK;
+    if (need > d->xb_cap) {
+        /* Grows to the largest batch seen, then never again: ops stay allocation-free in steady state. */
+        syk_free(d->host, d->xb);
+        d->xb_cap = 0;
+        d->xb = syk_alloc(d->host, need * sizeof(uint16_t), 64);
+        if (!d->xb)
+            return sy_err_set(err, SY_ERR_NOMEM, "%s: cannot allocate %zu bytes for x rounded to BF16", op,
+                              need * sizeof(uint16_t));
+        d->xb_cap = need;
+    }
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(g[i].wdtype == SY_DTYPE_BF16 && g[i].n > 0 && g[i].m > 0 && g[i].k > 0))
+            continue;
+        g[i].bdot = d->bdot;
+        g[i].ldxb = g[i].k;
+        for (int p = 0; p < i && !g[i].xb; p++)
+            if (g[p].xb && g[p].x == g[i].x && g[p].ldx == g[i].ldx && g[p].n == g[i].n && g[p].k == g[i].k)
+                g[i].xb = g[p].xb;
+        if (g[i].xb)
+            continue;
+        g[i].xb = d->xb + used;
+        syk_rows_to_bf16(d->bdot, d->xb + used, g[i].ldxb, g[i].x, g[i].ldx, g[i].n, g[i].k, &d->par);
+        used += (size_t)g[i].n * (size_t)g[i].k;
+    }
     return SY_OK;
 }
 
@@ -243,7 +296,7 @@ int sy__cpu_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy_
     sy_cpu_dev *d = inst;
     syk_gemm g;
     int rc = linear_setup(x, w, bias, out, "linear", &g, err);
-    if (rc)
+    if (rc || (rc = bdot_setup(d, &g, 1, "linear", err)))
         return rc;
     if (g.n > 0 && g.m > 0)
         syk_gemm_run(d->kern, &g, &d->par);
@@ -271,6 +324,9 @@ int sy__cpu_linear_multi(void *inst, const sy_tensor *x, int32_t n, const sy_ten
                          g[p].out, ((size_t)(g[p].n - 1) * (size_t)g[p].ldo + (size_t)g[p].m) * sizeof(float)))
                 return sy_err_set(err, SY_ERR_INVALID, "linear_multi: out[%d] overlaps out[%d]", i, p);
     }
+    int rc = bdot_setup(d, g, n, "linear_multi", err);
+    if (rc)
+        return rc;
     syk_gemm_run_multi(d->kern, g, n, &d->par);
     return SY_OK;
 }
@@ -337,6 +393,7 @@ int sy__cpu_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_par
 typedef struct ew_job {
     rows_view a, b, out;
     int op; /* 0: out = silu(a) * b; 1: a += b */
+    const syk_kernels *kern;
 } ew_job;
 
 static void ew_rows(void *arg, int64_t b, int64_t e, int worker)
@@ -345,7 +402,8 @@ static void ew_rows(void *arg, int64_t b, int64_t e, int worker)
     const ew_job *j = arg;
     for (int64_t i = b; i < e; i++) {
         if (j->op == 0)
-            syk_silu_mul(j->out.p + i * j->out.ld, j->a.p + i * j->a.ld, j->b.p + i * j->b.ld, j->a.cols);
+            syk_silu_mul_vexp(j->kern, j->out.p + i * j->out.ld, j->a.p + i * j->a.ld, j->b.p + i * j->b.ld,
+                              j->a.cols);
         else
             syk_add(j->a.p + i * j->a.ld, j->b.p + i * j->b.ld, j->a.cols);
     }
@@ -363,6 +421,7 @@ int sy__cpu_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up, sy_
         (rc = same_shape(&j.a, &j.out, "silu_mul", "gate", "out", err)))
         return rc;
     j.op = 0;
+    j.kern = d->kern;
     syk_par_for(&d->par, j.a.rows, row_grain(j.a.cols * 4), ew_rows, &j);
     return SY_OK;
 }

@@ -69,6 +69,7 @@ typedef struct http_cfg {
     char *tls_cert, *tls_key;
     size_t max_body;
     size_t max_header_bytes;
+    size_t max_pending_output; /* per response: unsent bytes before a slow reader is dropped */
     int io_threads;
     int header_timeout; /* seconds */
     int idle_timeout;   /* seconds */
@@ -115,6 +116,8 @@ struct http_stream {
     int h2_deferred;        /* h2: the data provider returned DEFERRED */
     int retry_after;        /* > 0: Retry-After header on the response */
     hbuf out;               /* h2: body bytes not yet taken by nghttp2 */
+    int out_overflow;       /* the client fell max_pending_output behind: output stops */
+    int overflow_handled;   /* the overflow was acted on (stream reset / connection closed) */
     http_job *job;          /* a generation attached to this stream */
     http_stream *next;      /* h2: the connection's list */
 };
@@ -133,6 +136,7 @@ struct http_conn {
     int closed;
     int h1_keepalive;
     time_t started, last_active, req_started;
+    time_t last_write;      /* wbuf last empty or last drained a little */
     http_conn *prev, *next; /* loop's list */
 };
 
@@ -208,6 +212,10 @@ void http_respond_error(http_stream *st, int status, const char *type, const cha
 void http_sse_begin(http_stream *st);
 void http_sse_data(http_stream *st, const char *data, size_t len); /* one "data: ...\n\n" event */
 void http_sse_end(http_stream *st);
+/* Top level only: drops the responses whose reader fell max_pending_output
+ * behind (HTTP/2: the stream is reset; HTTP/1.1: the connection closes),
+ * cancelling their requests. */
+void http_conn_enforce_output_cap(http_conn *c);
 const char *http_status_text(int status);
 
 /* http_routes.c */

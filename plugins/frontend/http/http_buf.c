@@ -95,7 +95,7 @@ int http_ct_equal(const char *a, size_t alen, const char *b, size_t blen)
 {
     /* Walk the longer length so the time depends on lengths only. */
     size_t n = alen > blen ? alen : blen;
-    unsigned diff = (unsigned)(alen ^ blen);
+    unsigned diff = alen != blen; /* not alen ^ blen: truncated to unsigned it could cancel out */
     for (size_t i = 0; i < n; i++) {
         unsigned char x = i < alen ? (unsigned char)a[i] : 0;
         unsigned char y = i < blen ? (unsigned char)b[i] : 0;

@@ -31,10 +31,28 @@ static const char *memmem_crlf2(const char *p, size_t n)
     return NULL;
 }
 
+/*
+ * Line breaks in a head are CRLF only. A bare CR used to end a line and
+ * swallow the byte after it, and a bare LF stayed inside a value: either
+ * way a proxy that reads the head differently (RFC 9112 2.2 lets it treat a
+ * bare CR as a space and a bare LF as a line break) would frame the body
+ * differently from us (request smuggling). NUL is never valid in a head.
+ */
+static int head_has_bad_bytes(const char *p, const char *end)
+{
+    for (const char *q = p; q < end; q++) {
+        if (*q == '\0' || (*q == '\r' && (q + 1 == end || q[1] != '\n')) || (*q == '\n' && (q == p || q[-1] != '\r')))
+            return 1;
+    }
+    return 0;
+}
+
 /* Parses the head in [p, end) into a new stream; NULL with *status on error. */
 static http_stream *parse_head(http_conn *c, const char *p, const char *end, int *status)
 {
     *status = 400;
+    if (head_has_bad_bytes(p, end))
+        return NULL;
     const char *eol = memchr(p, '\r', (size_t)(end - p));
     if (!eol)
         eol = end;
@@ -64,7 +82,9 @@ static http_stream *parse_head(http_conn *c, const char *p, const char *end, int
         if (!le)
             le = end;
         const char *colon = memchr(line, ':', (size_t)(le - line));
-        if (!colon || colon == line || line[0] == ' ' || line[0] == '\t') {
+        /* No space before the colon (RFC 9112 5.1): "Content-Length : 5" would
+         * otherwise be an unknown header to us and the length to a lenient proxy. */
+        if (!colon || colon == line || line[0] == ' ' || line[0] == '\t' || colon[-1] == ' ' || colon[-1] == '\t') {
             http_stream_free(st);
             return NULL;
         }
@@ -90,6 +110,14 @@ static http_stream *parse_head(http_conn *c, const char *p, const char *end, int
         return NULL;
     }
     return st;
+}
+
+static int hex_digit(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    ch = (char)(ch | 0x20);
+    return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
 }
 
 /* Moves body bytes from rbuf into st->body: 1 complete, 0 need more, -1 bad. */
@@ -125,8 +153,14 @@ static int read_body(http_conn *c, http_stream *st)
             return n > 4096 ? -1 : 0;
         size_t linelen = (size_t)(nl - p) + 1;
         if (st->h1_cstate == 0) { /* size line */
-            char *end;
-            unsigned long long sz = strtoull(p, &end, 16);
+            /* chunk-size is 1*HEXDIG (RFC 9112 7.1). strtoull also took a
+             * sign, leading spaces and "0x", which a proxy in front may read
+             * as another size: two views of where the body ends. */
+            const char *end = p;
+            unsigned long long sz = 0;
+            int d;
+            for (; end < nl && (d = hex_digit(*end)) >= 0; end++)
+                sz = sz >> 60 ? ~0ull : sz * 16 + (unsigned)d; /* saturates: over max_body anyway */
             if (end == p || (*end != '\r' && *end != ';' && *end != '\n'))
                 return -1;
             hbuf_consume(&c->rbuf, linelen);
@@ -163,6 +197,8 @@ int http_h1_on_read(http_conn *c)
         if (!st) {
             if (!c->rbuf.len)
                 return 0;
+            if (c->wbuf.len >= s->cfg.max_pending_output)
+                return 0; /* earlier answers not taken yet; http_conn_flush parses on when they are */
             const char *p = hbuf_data(&c->rbuf);
             /* Tolerate stray CRLFs between requests (RFC 9112 2.2). */
             while (c->rbuf.len >= 2 && p[0] == '\r' && p[1] == '\n') {

@@ -469,7 +469,9 @@ void http_loop_drain_events(http_loop *l)
         handle(l, it);
         free(it);
         if (c) {
-            /* Top level again: retire finished HTTP/1.1 answers, write out. */
+            /* Top level again: drop slow readers, retire finished HTTP/1.1
+             * answers, write out. */
+            http_conn_enforce_output_cap(c);
             http_conn_flush(c);
             if (c->closed)
                 http_conn_close(c);

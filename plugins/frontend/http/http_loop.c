@@ -27,6 +27,9 @@
 #define H2_PREFACE_LEN 24
 #define WBUF_HIGH (256 * 1024) /* stop pulling from nghttp2 above this */
 #define DRAIN_SECONDS 10
+/* HTTP/1.1 requests pipelined behind one still being answered are held
+ * unparsed; past this much, reading pauses until the answer is done. */
+#define RBUF_PIPELINE_MAX (64 * 1024)
 
 time_t http_now(void)
 {
@@ -77,11 +80,23 @@ int http_server_listen(http_server *s, sy_err *err)
     return SY_OK;
 }
 
+/* An HTTP/1.1 client pipelining more while its request is answered, or
+ * sending requests without reading the answers: reading them would only
+ * grow rbuf or wbuf. Reading resumes when the answer is done / taken. */
+static int conn_read_paused(const http_conn *c)
+{
+    if (c->proto != HTTP_PROTO_H1)
+        return 0;
+    if (c->wbuf.len >= c->loop->srv->cfg.max_pending_output)
+        return 1;
+    return c->streams && c->streams->dispatched && c->rbuf.len >= RBUF_PIPELINE_MAX;
+}
+
 static void conn_update_events(http_conn *c, int want_out)
 {
     struct epoll_event ev;
     memset(&ev, 0, sizeof ev);
-    ev.events = EPOLLIN | EPOLLRDHUP | (want_out ? EPOLLOUT : 0);
+    ev.events = (conn_read_paused(c) ? 0 : EPOLLIN | EPOLLRDHUP) | (want_out ? EPOLLOUT : 0);
     ev.data.ptr = c;
     epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
@@ -137,6 +152,7 @@ static int conn_write_out(http_conn *c)
             }
         }
         hbuf_consume(&c->wbuf, (size_t)n);
+        c->last_write = http_now();
     }
     return 0;
 }
@@ -147,6 +163,8 @@ void http_conn_flush(http_conn *c)
         return;
     if (c->proto == HTTP_PROTO_H1)
         http_h1_after(c);
+    if (!c->wbuf.len)
+        c->last_write = http_now(); /* the write-stall clock runs from the last progress */
     for (;;) {
         if (c->h2 && c->wbuf.len < WBUF_HIGH && http_h2_pump(c) < 0) {
             c->closed = 1;
@@ -165,6 +183,20 @@ void http_conn_flush(http_conn *c)
     if (!c->wbuf.len && c->want_close) {
         c->closed = 1;
         return;
+    }
+    if (c->proto == HTTP_PROTO_H1 && !c->streams && c->rbuf.len && !c->want_close &&
+        c->wbuf.len < c->loop->srv->cfg.max_pending_output) {
+        /* Pipelined requests held back while the answers before them were
+         * not taken (http_h1_on_read): there is room again. */
+        size_t before = c->rbuf.len;
+        if (http_h1_on_read(c) < 0) {
+            c->closed = 1;
+            return;
+        }
+        if (c->rbuf.len != before) {
+            http_conn_flush(c);
+            return;
+        }
     }
     if (c->h2 && !nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && !c->wbuf.len) {
         c->closed = 1;
@@ -195,7 +227,7 @@ static void conn_accept(http_loop *l)
         c->loop = l;
         c->fd = fd;
         c->h1_keepalive = 1;
-        c->started = c->last_active = c->req_started = http_now();
+        c->started = c->last_active = c->req_started = c->last_write = http_now();
         if (s->ssl_ctx && http_tls_accept(c) < 0) {
             close(fd);
             free(c);
@@ -222,6 +254,8 @@ static void conn_accept(http_loop *l)
 static int conn_read_in(http_conn *c)
 {
     char buf[16384];
+    if (conn_read_paused(c))
+        return 0;
     for (;;) {
         long n;
         if (c->ssl) {
@@ -248,7 +282,7 @@ static int conn_read_in(http_conn *c)
             return -1;
         c->last_active = http_now();
         /* Bound what one wake-up buffers; the parsers enforce the real limits. */
-        if (c->rbuf.len > (1u << 20))
+        if (c->rbuf.len > (1u << 20) || conn_read_paused(c))
             return 0;
     }
 }
@@ -310,6 +344,13 @@ static void loop_sweep(http_loop *l)
         next = c->next;
         int busy = c->streams != NULL || c->wbuf.len > 0;
         if (s->stopping && !busy) {
+            if (c->h2 && !c->closed) {
+                /* GOAWAY tells an HTTP/2 client which streams were never
+                 * processed, so it can retry them elsewhere. */
+                nghttp2_session_terminate_session(c->h2, NGHTTP2_NO_ERROR);
+                http_h2_pump(c);
+                conn_write_out(c);
+            }
             http_conn_close(c);
             continue;
         }
@@ -325,6 +366,13 @@ static void loop_sweep(http_loop *l)
             hbuf_reset(&c->rbuf);
             http_conn_flush(c);
         } else if (!busy && now - c->last_active >= s->cfg.idle_timeout) {
+            c->closed = 1;
+        } else if (c->wbuf.len && now - c->last_write >= s->cfg.idle_timeout) {
+            /* The client has taken none of its output for idle_timeout: a
+             * reader that went away without closing (half-open). */
+            sy_logf(s->host, SY_LOG_WARN, HTTP_NAME,
+                    "closing a connection that read nothing of %zu pending bytes for %d s (idle_timeout)",
+                    c->wbuf.len, s->cfg.idle_timeout);
             c->closed = 1;
         } else if (c->tls_handshaking && now - c->started >= s->cfg.header_timeout) {
             c->closed = 1;
@@ -362,6 +410,7 @@ static void *loop_main(void *arg)
             }
         }
         int n = epoll_wait(l->epfd, evs, 64, s->stopping ? 100 : 500);
+        int events_queued = 0;
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
             if (p == &s->lfd) {
@@ -370,10 +419,10 @@ static void *loop_main(void *arg)
                 continue;
             }
             if (p == &l->evfd) {
-                uint64_t v;
-                while (read(l->evfd, &v, sizeof v) > 0) {
-                }
-                http_loop_drain_events(l);
+                /* Drained after the batch: handling an event may close and
+                 * free any connection (a failed write), and a later entry
+                 * of this batch may be that connection. */
+                events_queued = 1;
                 continue;
             }
             http_conn *c = p;
@@ -381,10 +430,18 @@ static void *loop_main(void *arg)
                 continue;
             if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
                 conn_on_readable(c);
+            if (!c->closed && (evs[i].events & (EPOLLHUP | EPOLLERR)) && conn_read_paused(c))
+                c->closed = 1; /* reading is paused, so the hangup would be reported forever */
             if (!c->closed && (evs[i].events & EPOLLOUT))
                 http_conn_flush(c);
             if (c->closed)
                 http_conn_close(c);
+        }
+        if (events_queued) {
+            uint64_t v;
+            while (read(l->evfd, &v, sizeof v) > 0) {
+            }
+            http_loop_drain_events(l);
         }
         time_t now = http_now();
         if (now != last_sweep || s->stopping) {

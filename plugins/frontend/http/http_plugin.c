@@ -20,6 +20,10 @@ const sy_key_decl http_keys[] = {
     {"max_body", SY_KEY_SIZE, "8M", "largest request body accepted (413 beyond)", 1024, 1073741824.0, NULL},
     {"max_header_bytes", SY_KEY_SIZE, "64K", "largest request header block accepted (431 beyond)", 1024, 16777216.0,
      NULL},
+    {"max_pending_output", SY_KEY_SIZE, "4M",
+     "unsent response bytes one response may queue for a client that does not read; beyond, the stream is reset "
+     "(HTTP/2) or the connection closed (HTTP/1.1) and the request cancelled",
+     4096, 1073741824.0, NULL},
     {"io_threads", SY_KEY_INT, "1", "event-loop threads", 1, 64, NULL},
     {"header_timeout", SY_KEY_INT, "10", "seconds a client has to send a request's headers", 1, 3600, NULL},
     {"idle_timeout", SY_KEY_INT, "60", "seconds an idle keep-alive connection stays open", 1, 86400, NULL},
@@ -128,9 +132,10 @@ int http_cfg_parse(http_cfg *cfg, const sy_kv *kv, size_t n, sy_err *err)
         return sy_err_set(err, SY_ERR_INVALID, "http: tls_cert and tls_key go together (found only %s)",
                           cfg->tls_cert ? "tls_cert" : "tls_key");
     cfg->model_name = dup_or_null(sy_kv_get(kv, n, "model_name"));
-    static const struct { const char *key, *dflt; } sizes[] = {{"max_body", "8M"}, {"max_header_bytes", "64K"}};
-    size_t *dst[] = {&cfg->max_body, &cfg->max_header_bytes};
-    for (int i = 0; i < 2; i++) {
+    static const struct { const char *key, *dflt; } sizes[] = {
+        {"max_body", "8M"}, {"max_header_bytes", "64K"}, {"max_pending_output", "4M"}};
+    size_t *dst[] = {&cfg->max_body, &cfg->max_header_bytes, &cfg->max_pending_output};
+    for (int i = 0; i < 3; i++) {
         v = sy_kv_get(kv, n, sizes[i].key);
         if (parse_size(v ? v : sizes[i].dflt, dst[i]) < 0)
             return sy_err_set(err, SY_ERR_INVALID, "http: %s \"%s\": expected a size such as 8M", sizes[i].key, v);

@@ -70,12 +70,16 @@ int http_stream_header(http_stream *st, const char *name, size_t nlen, const cha
         tmp[vlen] = '\0';
         char *end;
         unsigned long long v = strtoull(tmp, &end, 10);
-        if (*end || tmp[0] == '-' || (st->has_content_length && st->content_length != v))
+        /* 1*DIGIT only: strtoull also takes "+5" and leading spaces, which a
+         * proxy in front may frame differently (request smuggling). */
+        if (*end || strspn(tmp, "0123456789") != vlen || (st->has_content_length && st->content_length != v))
             return -1;
         st->has_content_length = 1;
         st->content_length = v;
     } else if (name_is(name, nlen, "transfer-encoding")) {
-        if (vlen >= 7 && strncasecmp(value + vlen - 7, "chunked", 7) == 0)
+        /* chunked must be the last coding, a whole token ("xchunked" is not) */
+        if (vlen >= 7 && strncasecmp(value + vlen - 7, "chunked", 7) == 0 &&
+            (vlen == 7 || value[vlen - 8] == ',' || value[vlen - 8] == ' ' || value[vlen - 8] == '\t'))
             st->chunked = 1;
         else
             return -1; /* nothing else is supported for requests */
@@ -172,13 +176,16 @@ void http_sse_begin(http_stream *st)
 
 void http_sse_data(http_stream *st, const char *data, size_t len)
 {
-    if (!st->resp_started || st->resp_ended)
+    if (!st->resp_started || st->resp_ended || st->out_overflow)
         return;
+    /* What this response has queued and the client has not taken yet. */
+    size_t pending;
     if (st->h2_id) {
         hbuf_puts(&st->out, "data: ");
         hbuf_append(&st->out, data, len);
         hbuf_puts(&st->out, "\n\n");
         http_h2_resume(st);
+        pending = st->out.len;
     } else {
         hbuf tmp = {0};
         hbuf_puts(&tmp, "data: ");
@@ -186,12 +193,41 @@ void http_sse_data(http_stream *st, const char *data, size_t len)
         hbuf_puts(&tmp, "\n\n");
         http_h1_send_body(st, hbuf_data(&tmp), tmp.len);
         hbuf_free(&tmp);
+        pending = st->conn->wbuf.len;
+    }
+    if (pending > st->conn->loop->srv->cfg.max_pending_output) {
+        /* A reader this far behind would make the buffer grow with every
+         * token; stop here, the top level drops the response. */
+        st->out_overflow = 1;
+        if (st->h2_id)
+            hbuf_free(&st->out);
+    }
+}
+
+void http_conn_enforce_output_cap(http_conn *c)
+{
+    http_server *s = c->loop->srv;
+    for (http_stream *st = c->streams; st; st = st->next) {
+        if (!st->out_overflow || st->overflow_handled)
+            continue;
+        st->overflow_handled = 1;
+        sy_logf(s->host, SY_LOG_WARN, HTTP_NAME,
+                "request %s: the client is not reading its response (more than max_pending_output = %zu bytes "
+                "unsent); %s and the request cancelled",
+                st->request_id[0] ? st->request_id : "(no id)", s->cfg.max_pending_output,
+                st->h2_id ? "stream reset" : "connection closed");
+        if (st->job)
+            http_job_detach(st->job);
+        if (st->h2_id && c->h2)
+            nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->h2_id, NGHTTP2_CANCEL);
+        else
+            c->closed = 1; /* HTTP/1.1 cannot end the response early any other way */
     }
 }
 
 void http_sse_end(http_stream *st)
 {
-    if (!st->resp_started || st->resp_ended)
+    if (!st->resp_started || st->resp_ended || st->out_overflow)
         return;
     http_sse_data(st, "[DONE]", 6);
     st->resp_ended = 1;

@@ -4,8 +4,19 @@ plugins_moe_cpu_sy_moe_cpu_la_SOURCES = \
 	plugins/moe/cpu/moe_cpu.h \
 	plugins/moe/cpu/moe_cpu.c \
 	plugins/moe/cpu/moe_route.c \
-	plugins/moe/cpu/moe_cpu_fwd.c
-plugins_moe_cpu_sy_moe_cpu_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu
+	plugins/moe/cpu/moe_cpu_fwd.c \
+	plugins/moe/cpu/moe_tune.h \
+	plugins/moe/cpu/moe_tune.c
+plugins_moe_cpu_sy_moe_cpu_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu \
+	-DSY_MOE_TUNING_DIR='"$(pkgdatadir)/moe-tuning"'
 plugins_moe_cpu_sy_moe_cpu_la_CFLAGS = $(SY_PLUGIN_CFLAGS)
 plugins_moe_cpu_sy_moe_cpu_la_LDFLAGS = -module $(SY_PLUGIN_LDFLAGS)
 plugins_moe_cpu_sy_moe_cpu_la_LIBADD = plugins/common/cpu/libsykern.la -lm
+
+# The tuning tables (moe_tune.h) install under $(pkgdatadir)/moe-tuning, the
+# default of the plugin's tuning_dir key.
+EXTRA_DIST += etc/moe-tuning
+install-data-hook:
+	$(MKDIR_P) $(DESTDIR)$(pkgdatadir)/moe-tuning
+	cp -R $(srcdir)/etc/moe-tuning/. $(DESTDIR)$(pkgdatadir)/moe-tuning/
+	chmod -R u+w $(DESTDIR)$(pkgdatadir)/moe-tuning

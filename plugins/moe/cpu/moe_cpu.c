@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "moe_cpu.h"
+#include "sykquant.h"
 #include "sykconv.h"
 
 static const sy_key_decl keys[] = {
@@ -22,6 +23,16 @@ static const sy_key_decl keys[] = {
      1, 1048576, NULL},
     {"isa", SY_KEY_ENUM, "auto", "kernel instruction set; auto = the best the CPU and OS support", 1, 0,
      SYK_ISA_CHOICES},
+    {"matmul", SY_KEY_ENUM, "f32",
+     "expert products with BF16 weights: f32 = exact products, F32 sums; bf16 = inputs rounded to BF16 and "
+     "AVX512-BF16 dot products (faster prefill, slightly different results; f32 where the CPU lacks AVX512_BF16)",
+     1, 0, "f32|bf16"},
+    {"tuning_dir", SY_KEY_STRING, SY_MOE_TUNING_DIR,
+     "MoE tuning tables: <dir>/cpu-<isa>/<cpu model>/E=..,N=..,K=..,dtype=...ini (docs/moe-tuning.md)", 0, 0, NULL},
+    {"tile", SY_KEY_STRING, "",
+     "token_block,n_block,threads for every pass, overriding the tables (switchyard tune-moe sweeps it); "
+     "builtin: the built-in tiles; empty: the tables",
+     0, 0, NULL},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -41,9 +52,26 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     const long long mt = sy_kv_int(cfg, n_cfg, "max_tokens", 256);
     if (mt < 1 || mt > 1048576)
         return sy_err_set(err, SY_ERR_INVALID, "max_tokens = %lld: expected 1..1048576", mt);
+    const char *matmul = sy_kv_get(cfg, n_cfg, "matmul");
+    if (matmul && strcmp(matmul, "f32") != 0 && strcmp(matmul, "bf16") != 0)
+        return sy_err_set(err, SY_ERR_INVALID, "matmul = %s: expected f32 or bf16", matmul);
     moe_cpu *m = calloc(1, sizeof *m);
     if (!m)
         return sy_err_set(err, SY_ERR_NOMEM, "moe cpu: cannot allocate the instance");
+    if (matmul && strcmp(matmul, "bf16") == 0) {
+        char why[160];
+        m->bdot = syk_bf16dot_for(isa, why, sizeof why);
+        if (!m->bdot)
+            sy_logf(host, SY_LOG_WARN, SY_MOE_CPU_NAME, "matmul = bf16 falls back to f32: %s", why);
+    }
+    const char *td = sy_kv_get(cfg, n_cfg, "tuning_dir"), *tile = sy_kv_get(cfg, n_cfg, "tile");
+    snprintf(m->tuning_dir, sizeof m->tuning_dir, "%s", td ? td : SY_MOE_TUNING_DIR);
+    m->builtin = tile && strcmp(tile, "builtin") == 0;
+    if (tile && *tile && !m->builtin && (moe_tile_parse(tile, &m->forced) || m->forced.token_block < 1)) {
+        free(m);
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "tile = '%s': expected token_block,n_block,threads (token_block >= 1) or builtin", tile);
+    }
     m->host = host;
     m->isa = isa;
     m->kern = syk_kernels_for(isa);
@@ -64,7 +92,7 @@ static void release(moe_cpu *m)
     }
     void **bufs[] = {(void **)&m->ids, (void **)&m->wts, (void **)&m->slot_of, (void **)&m->assign_tok,
                      (void **)&m->counts, (void **)&m->offsets, (void **)&m->active, (void **)&m->xe,
-                     (void **)&m->act, (void **)&m->upb, (void **)&m->ye};
+                     (void **)&m->act, (void **)&m->upb, (void **)&m->ye, (void **)&m->xeb, (void **)&m->actb};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         syk_free(m->host, *bufs[i]);
         *bufs[i] = NULL;
@@ -85,6 +113,37 @@ static int supports(void *inst, const sy_moe_problem *p, sy_err *why)
 {
     (void)inst;
     return sy__moe_check_problem(p, why) == SY_OK;
+}
+
+/* The tiles of the expert GEMMs: the `tile` key, else the tuning table for this shape and CPU. */
+static int load_tiles(moe_cpu *m, sy_err *err)
+{
+    moe_limits lim;
+    moe_limits_cpu(&lim);
+    const sy_moe_problem *p = &m->p;
+    if (m->builtin) {
+        memset(&m->tune, 0, sizeof m->tune);
+        snprintf(m->tune.source, sizeof m->tune.source, "built-in (tile = builtin)");
+        return SY_OK;
+    }
+    if (m->forced.token_block > 0) {
+        char why[320];
+        if (moe_tile_check(&m->forced, p->hidden, sy_dtype_bits(p->weight_dtype), &lim, why, sizeof why) ||
+            moe_tile_check(&m->forced, p->inter, sy_dtype_bits(p->weight_dtype), &lim, why, sizeof why))
+            return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe cpu: tile = %lld,%lld,%lld does not fit this device: %s",
+                              (long long)m->forced.token_block, (long long)m->forced.n_block,
+                              (long long)m->forced.threads, why);
+        memset(&m->tune, 0, sizeof m->tune);
+        m->tune.n = 1;
+        m->tune.tokens[0] = 1;
+        m->tune.tile[0] = m->forced;
+        snprintf(m->tune.source, sizeof m->tune.source, "the tile key");
+        return SY_OK;
+    }
+    char arch[64], sku[256];
+    moe_tune_device(syk_isa_name(m->isa), arch, sizeof arch, sku, sizeof sku);
+    return moe_tune_load(m->tuning_dir, arch, sku, p->n_experts, p->inter, p->hidden, p->weight_dtype, &lim, m->host,
+                         &m->tune, err);
 }
 
 static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
@@ -109,26 +168,39 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     m->act = syk_alloc(m->host, sizeof(float) * A * F, 64);
     m->upb = syk_alloc(m->host, sizeof(float) * A * F, 64);
     m->ye = syk_alloc(m->host, sizeof(float) * A * H, 64);
+    if (m->bdot) {
+        m->xeb = syk_alloc(m->host, sizeof(uint16_t) * A * H, 64);
+        m->actb = syk_alloc(m->host, sizeof(uint16_t) * A * F, 64);
+    }
     if (!m->layers || !m->ids || !m->wts || !m->slot_of || !m->assign_tok || !m->counts || !m->offsets ||
-        !m->active || !m->xe || !m->act || !m->upb || !m->ye) {
+        !m->active || !m->xe || !m->act || !m->upb || !m->ye || (m->bdot && (!m->xeb || !m->actb))) {
         release(m);
         return sy_err_set(err, SY_ERR_NOMEM, "moe cpu: cannot allocate scratch for %zu tokens x top_k %zu "
                           "(%.1f MiB); lower max_tokens",
                           C, K, (double)(sizeof(float) * A * (2 * H + 2 * F)) / 1048576.0);
     }
+    if ((rc = load_tiles(m, err))) {
+        release(m);
+        return rc;
+    }
+    sy_logf(m->host, SY_LOG_INFO, SY_MOE_CPU_NAME, "expert GEMM tiles: %s (%d buckets)", m->tune.source, m->tune.n);
     m->prepared = 1;
-    sy_logf(m->host, SY_LOG_INFO, SY_MOE_CPU_NAME, "%d experts top-%d, scratch for %zu tokens per pass (%.1f MiB), %s kernels",
+    sy_logf(m->host, SY_LOG_INFO, SY_MOE_CPU_NAME, "%d experts top-%d, scratch for %zu tokens per pass (%.1f MiB), %s kernels%s",
             p->n_experts, p->top_k, C, (double)(sizeof(float) * A * (2 * H + 2 * F)) / 1048576.0,
-            syk_isa_name(m->isa));
+            syk_isa_name(m->isa), m->bdot ? ", BF16 dot products for BF16 experts" : "");
     return SY_OK;
 }
 
 static int check_expert(const sy_tensor *t, const char *what, int32_t e, int64_t rows, int64_t cols, sy_err *err)
 {
     int64_t r, c, ld;
-    if (!syk_wdtype_ok(t->dtype))
-        return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d %s is %s; expected F32, F16 or BF16",
-                          e, what, sy_dtype_name(t->dtype));
+    char why[160];
+    if (syk_wdtype_quant(t->dtype) && syk_qweight_check(t, why, sizeof why))
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d %s: %s", e, what, why);
+    if (!syk_wdtype_ok(t->dtype) && !syk_wdtype_quant(t->dtype))
+        return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                          "moe prepare_layer: expert %d %s is %s; expected F32, F16, BF16, F8_E4M3 or NVFP4", e, what,
+                          sy_dtype_name(t->dtype));
     if (syk_view2d(t, &r, &c, &ld) || t->ndim != 2)
         return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer: expert %d %s must be a 2-D matrix with contiguous "
                           "rows", e, what);
@@ -199,6 +271,31 @@ static const sy_moe_ops ops = {
     .forward = sy__moe_cpu_forward,
 };
 
+/*
+ * get_proc("tuning_table"): the path this CPU's table for the prepared
+ * shape has (where `switchyard tune-moe` writes it) and, in *source, the
+ * table (or "built-in", "the tile key") the instance took its tiles from.
+ */
+static int tuning_table(void *inst, char *path, size_t cap, const char **source)
+{
+    const moe_cpu *m = inst;
+    if (!m->prepared)
+        return -1;
+    char arch[64], sku[256], fname[128];
+    moe_tune_device(syk_isa_name(m->isa), arch, sizeof arch, sku, sizeof sku);
+    moe_tune_file_name(fname, sizeof fname, m->p.n_experts, m->p.inter, m->p.hidden, m->p.weight_dtype);
+    if (snprintf(path, cap, "%s/%s/%s/%s", m->tuning_dir, arch, sku, fname) >= (int)cap)
+        return -1;
+    if (source)
+        *source = m->tune.source;
+    return 0;
+}
+
+static void *get_proc(const char *name)
+{
+    return strcmp(name, "tuning_table") == 0 ? (void *)tuning_table : NULL;
+}
+
 static const sy_plugin_desc desc = {
     .struct_size = sizeof(sy_plugin_desc),
     .abi_major = SY_ABI_MAJOR,
@@ -208,13 +305,13 @@ static const sy_plugin_desc desc = {
     .version = PACKAGE_VERSION,
     .device = "cpu",
     .description = "mixture of experts on the host: softmax/sigmoid routing, grouped top-k, grouped expert GEMMs "
-                   "on F32/F16/BF16 weights",
+                   "on F32/F16/BF16, FP8 and NVFP4 weights, tiles from tuning tables",
     .keys = keys,
     .probe = probe,
     .create = create,
     .destroy = destroy,
     .ops = &ops,
-    .get_proc = NULL,
+    .get_proc = get_proc,
 };
 
 SY_EXPORT const sy_plugin_desc *SY_PLUGIN_ENTRY(void);

@@ -5,6 +5,7 @@
 #ifndef SY_MOE_CPU_H
 #define SY_MOE_CPU_H
 
+#include "moe_tune.h"
 #include "switchyard/plugin.h"
 #include "sykern.h"
 
@@ -23,6 +24,12 @@ typedef struct moe_cpu {
     const syk_kernels *kern;
     int64_t chunk_tokens; /* tokens per pass; larger batches run in several passes */
 
+    /* Expert GEMM tiles (moe_tune.h): the `tile` key, else the table found under tuning_dir at prepare. */
+    char tuning_dir[4096];
+    moe_tile forced; /* token_block 0: none forced */
+    int builtin;     /* tile = builtin: no table, the built-in tiles */
+    moe_tune tune;
+
     int prepared;
     sy_moe_problem p;
     moe_layer *layers;
@@ -37,6 +44,10 @@ typedef struct moe_cpu {
     float *act;          /* [A, inter] gate, then silu(gate) * up */
     float *upb;          /* [A, inter] */
     float *ye;           /* [A, hidden] expert outputs */
+    /* `matmul = bf16` on a CPU with AVX512_BF16 (sykern.h), else NULL; then xe and act also as BF16: */
+    const syk_bf16dot *bdot;
+    uint16_t *xeb;       /* [A, hidden] */
+    uint16_t *actb;      /* [A, inter] */
 } moe_cpu;
 
 /*

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "moe_cpu.h"
+#include "sykquant.h"
 
 typedef struct pass {
     moe_cpu *m;
@@ -26,7 +27,23 @@ typedef struct pass {
     int32_t n_active;
     int64_t cpe, chunk_cols; /* column chunks per expert and their width, for the current GEMM step */
     syk_par par;
+    moe_tile tile; /* this pass's tiles (moe_tune.h); token_block 0: built-in */
 } pass;
+
+/* Columns [c0, c1) of an expert's product, its tokens token_block at a time (the tile's rows of x). */
+static void expert_tile(const pass *ps, const syk_gemm *g, int64_t c0, int64_t c1)
+{
+    const int64_t tb = ps->tile.token_block > 0 ? ps->tile.token_block : g->n;
+    for (int64_t r = 0; r < g->n; r += tb)
+        syk_gemm_tile(ps->m->kern, g, r, r + tb < g->n ? r + tb : g->n, c0, c1);
+}
+
+/* Work items per claim, so that at most tile.threads workers share a step. */
+static int64_t item_grain(const pass *ps, int64_t items)
+{
+    const int64_t t = ps->tile.threads;
+    return t > 0 ? (items + t - 1) / t : 1;
+}
 
 static void route_tokens(void *arg, int64_t b, int64_t e, int worker)
 {
@@ -44,12 +61,16 @@ static void gather_rows(void *arg, int64_t b, int64_t e, int worker)
     pass *ps = arg;
     const moe_cpu *m = ps->m;
     const int64_t H = m->p.hidden;
-    for (int64_t a = b; a < e; a++)
-        memcpy(m->xe + a * H, ps->x + (ps->t0 + m->assign_tok[a]) * ps->ldx, sizeof(float) * (size_t)H);
+    for (int64_t a = b; a < e; a++) {
+        const float *src = ps->x + (ps->t0 + m->assign_tok[a]) * ps->ldx;
+        memcpy(m->xe + a * H, src, sizeof(float) * (size_t)H);
+        if (m->bdot)
+            m->bdot->to_bf16(m->xeb + a * H, src, H);
+    }
 }
 
-static syk_gemm expert_gemm(const pass *ps, int32_t e, const sy_tensor *w, const float *x, int64_t k, float *out,
-                            int64_t m_cols)
+static syk_gemm expert_gemm(const pass *ps, int32_t e, const sy_tensor *w, const float *x, const uint16_t *xb,
+                            int64_t k, float *out, int64_t m_cols)
 {
     const moe_cpu *m = ps->m;
     int64_t r, c, ld;
@@ -67,7 +88,13 @@ static syk_gemm expert_gemm(const pass *ps, int32_t e, const sy_tensor *w, const
         .n = m->counts[e],
         .m = m_cols,
         .k = k,
+        .wq = syk_wdtype_quant(w->dtype) ? w : NULL,
     };
+    if (m->bdot && w->dtype == SY_DTYPE_BF16) {
+        g.bdot = m->bdot;
+        g.xb = xb + (int64_t)m->offsets[e] * k;
+        g.ldxb = k;
+    }
     return g;
 }
 
@@ -83,12 +110,15 @@ static void gate_up_items(void *arg, int64_t b, int64_t e_, int worker)
         const int64_t c1 = c0 + ps->chunk_cols < F ? c0 + ps->chunk_cols : F;
         if (c0 >= c1)
             continue;
-        const syk_gemm g = expert_gemm(ps, e, &ps->L->gate[e], m->xe, H, m->act, F);
-        const syk_gemm u = expert_gemm(ps, e, &ps->L->up[e], m->xe, H, m->upb, F);
-        syk_gemm_tile(m->kern, &g, 0, g.n, c0, c1);
-        syk_gemm_tile(m->kern, &u, 0, u.n, c0, c1);
-        for (int64_t r = 0; r < g.n; r++)
-            syk_silu_mul(g.out + r * F + c0, g.out + r * F + c0, u.out + r * F + c0, c1 - c0);
+        const syk_gemm g = expert_gemm(ps, e, &ps->L->gate[e], m->xe, m->xeb, H, m->act, F);
+        const syk_gemm u = expert_gemm(ps, e, &ps->L->up[e], m->xe, m->xeb, H, m->upb, F);
+        expert_tile(ps, &g, c0, c1);
+        expert_tile(ps, &u, c0, c1);
+        for (int64_t r = 0; r < g.n; r++) {
+            syk_silu_mul_vexp(m->kern, g.out + r * F + c0, g.out + r * F + c0, u.out + r * F + c0, c1 - c0);
+            if (m->bdot) /* this item's columns of the down projection's input */
+                m->bdot->to_bf16(m->actb + ((int64_t)m->offsets[e] + r) * F + c0, g.out + r * F + c0, c1 - c0);
+        }
     }
 }
 
@@ -104,8 +134,8 @@ static void down_items(void *arg, int64_t b, int64_t e_, int worker)
         const int64_t c1 = c0 + ps->chunk_cols < H ? c0 + ps->chunk_cols : H;
         if (c0 >= c1)
             continue;
-        const syk_gemm d = expert_gemm(ps, e, &ps->L->down[e], m->act, F, m->ye, H);
-        syk_gemm_tile(m->kern, &d, 0, d.n, c0, c1);
+        const syk_gemm d = expert_gemm(ps, e, &ps->L->down[e], m->act, m->actb, F, m->ye, H);
+        expert_tile(ps, &d, c0, c1);
     }
 }
 
@@ -133,6 +163,11 @@ static void combine_tokens(void *arg, int64_t b, int64_t e, int worker)
 /* Column chunks (multiples of 4 wide) so there are about four items per worker. */
 static void plan_columns(pass *ps, int64_t cols)
 {
+    if (ps->tile.n_block > 0) { /* the table's width */
+        ps->chunk_cols = ps->tile.n_block;
+        ps->cpe = (cols + ps->tile.n_block - 1) / ps->tile.n_block;
+        return;
+    }
     const int64_t want = ((int64_t)ps->par.n_workers * 4 + ps->n_active - 1) / (ps->n_active > 0 ? ps->n_active : 1);
     int64_t cpe = want < 1 ? 1 : want;
     const int64_t max_cpe = (cols + 15) / 16; /* at least 16 columns per item */
@@ -174,9 +209,11 @@ static void run_pass(pass *ps)
 
     syk_par_for(&ps->par, A, 64, gather_rows, ps);
     plan_columns(ps, m->p.inter);
-    syk_par_for(&ps->par, (int64_t)ps->n_active * ps->cpe, 1, gate_up_items, ps);
+    syk_par_for(&ps->par, (int64_t)ps->n_active * ps->cpe, item_grain(ps, (int64_t)ps->n_active * ps->cpe),
+                gate_up_items, ps);
     plan_columns(ps, m->p.hidden);
-    syk_par_for(&ps->par, (int64_t)ps->n_active * ps->cpe, 1, down_items, ps);
+    syk_par_for(&ps->par, (int64_t)ps->n_active * ps->cpe, item_grain(ps, (int64_t)ps->n_active * ps->cpe),
+                down_items, ps);
     syk_par_for(&ps->par, n, 16, combine_tokens, ps);
 }
 
@@ -226,6 +263,7 @@ int sy__moe_cpu_forward(void *inst, int32_t layer, const sy_tensor *x, const sy_
     for (int64_t t0 = 0; t0 < n; t0 += m->chunk_tokens) {
         ps.t0 = t0;
         ps.n = n - t0 < m->chunk_tokens ? n - t0 : m->chunk_tokens;
+        ps.tile = moe_tune_pick(&m->tune, ps.n);
         run_pass(&ps);
     }
     return SY_OK;

@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "moe_cpu.h"
+#include "sykquant.h"
 
 int sy__moe_check_problem(const sy_moe_problem *p, sy_err *why)
 {
@@ -48,8 +49,8 @@ int sy__moe_check_problem(const sy_moe_problem *p, sy_err *why)
     } else if (p->n_group < 0) {
         return sy_err_set(why, SY_ERR_INVALID, "n_group %d: expected 0 or 1 (none) or a group count", p->n_group);
     }
-    if (!syk_wdtype_ok(p->weight_dtype))
-        return sy_err_set(why, SY_ERR_UNSUPPORTED, "expert weights %s: moe cpu reads F32, F16 and BF16",
+    if (!syk_wdtype_ok(p->weight_dtype) && !syk_wdtype_quant(p->weight_dtype))
+        return sy_err_set(why, SY_ERR_UNSUPPORTED, "expert weights %s: moe cpu reads F32, F16, BF16, F8_E4M3 and NVFP4",
                           sy_dtype_name(p->weight_dtype));
     return SY_OK;
 }

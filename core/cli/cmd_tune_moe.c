@@ -1,0 +1,436 @@
+/*
+ * `switchyard tune-moe`: sweeps candidate tiles of the moe plugin's expert
+ * GEMMs (token_block, n_block, threads: the plugin's `tile` key) for a
+ * model's MoE shape on this machine, times one MoE layer forward per
+ * token-count bucket, prints built-in vs best per bucket, and writes the
+ * winners as the tuning table the plugin reads (plugins/moe/cpu/moe_tune.h).
+ *
+ * The experts timed are the model's own (its first MoE layer, in its
+ * dtype); inputs and router logits are seeded random. Each timing is the
+ * best of --reps runs after one warm-up. The sweep's winner per bucket is
+ * then timed against the built-in tiles in alternation (so load from
+ * elsewhere on the machine hits both alike) and recorded only when it is
+ * ahead by 3%; otherwise the bucket keeps the built-in tiles (token_block 0).
+ */
+#include "config.h"
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "model/model.h"
+#include "plugin/config.h"
+#include "plugin/host.h"
+#include "plugin/loader.h"
+#include "plugin/loader_config.h"
+#include "util/log.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define MAX_BUCKETS 16
+#define MAX_CANDIDATES 128
+
+typedef int (*tuning_table_fn)(void *inst, char *path, size_t cap, const char **source);
+
+typedef struct tune_opts {
+    sy_cli_common common;
+    int64_t tokens[MAX_BUCKETS];
+    int n_tokens;
+    int reps;
+    const char *out;  /* file to write; NULL: the plugin's path for this CPU */
+    int dry_run;      /* print, write nothing */
+} tune_opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: switchyard tune-moe [--model DIR] [-c CONFIG] [--set moe.KEY=VALUE]... [--tokens 1,4,16,64,256]\n"
+            "                           [--reps N] [--out FILE] [--dry-run] [--plugin-dir DIR]...\n"
+            "Times the moe plugin's expert GEMM tiles (token_block, n_block, threads) on the model's first MoE\n"
+            "layer for each token-count bucket, prints built-in vs tuned, and writes the tuning table.\n"
+            "  --tokens L   buckets: tokens per forward pass (default 1,4,16,64,256; each <= [moe] max_tokens)\n"
+            "  --reps N     timed runs per candidate and bucket, best kept (default 5)\n"
+            "  --out FILE   where to write the table (default: <[moe] tuning_dir>/cpu-<isa>/<cpu model>/\n"
+            "               E=..,N=..,K=..,dtype=...ini, the file the plugin looks for first)\n"
+            "  --dry-run    print the results, write nothing\n"
+            "Exit status: 0; 1 when the model or a plugin fails; 2 on bad usage.\n");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int parse_args(int argc, char **argv, tune_opts *o)
+{
+    static const int64_t dflt[] = {1, 4, 16, 64, 256};
+    o->n_tokens = 5;
+    memcpy(o->tokens, dflt, sizeof dflt);
+    o->reps = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        long long n;
+        int rc = sy_cli_common_arg(&o->common, argc, argv, &i);
+        if (rc < 0)
+            return -1;
+        if (rc > 0)
+            continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--dry-run")) {
+            o->dry_run = 1;
+        } else if (!strcmp(a, "--out")) {
+            if (!(o->out = sy_cli_value(argc, argv, &i)))
+                return -1;
+        } else if (!strcmp(a, "--reps")) {
+            if (!(v = sy_cli_value(argc, argv, &i)) || sy_cli_int(a, v, 1, 1000, &n))
+                return -1;
+            o->reps = (int)n;
+        } else if (!strcmp(a, "--tokens")) {
+            if (!(v = sy_cli_value(argc, argv, &i)))
+                return -1;
+            o->n_tokens = 0;
+            const char *p = v;
+            while (*p) {
+                char *end;
+                errno = 0;
+                long long t = strtoll(p, &end, 10);
+                if (errno || end == p || t < 1 || t > 1048576 || (*end && *end != ',') || o->n_tokens == MAX_BUCKETS) {
+                    fprintf(stderr, "switchyard tune-moe: --tokens expects up to %d comma-separated counts 1..1048576, "
+                            "found \"%s\"\n", MAX_BUCKETS, v);
+                    return -1;
+                }
+                o->tokens[o->n_tokens++] = t;
+                p = *end ? end + 1 : end;
+            }
+        } else {
+            fprintf(stderr, "switchyard tune-moe: unknown option \"%s\"\n", a);
+            usage(stderr);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+typedef struct tune_ctx {
+    tune_opts *o;
+    sy_config *cfg;
+    sy_loader *ld;
+    sy_host_ctx host;
+    sy_plugin_inst *dev;
+    sy_model *model;
+    const sy_layer_weights *layer;
+    sy_moe_problem prob;
+    float *x, *logits, *out;
+} tune_ctx;
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float rng_unit(uint64_t *s)
+{
+    return (float)((double)(rng_next(s) >> 11) * 0x1p-53 * 2.0 - 1.0);
+}
+
+/* Creates a moe instance with tile (NULL: the built-in tiles) and prepares it for the layer. */
+static int open_moe(tune_ctx *c, const char *tile, sy_plugin_inst **out, sy_err *err)
+{
+    *out = NULL;
+    char set[160];
+    snprintf(set, sizeof set, "moe.tile=%s", tile ? tile : "builtin");
+    if (sy_config_set(c->cfg, set, err))
+        return -1;
+    const char *spec = sy_config_get(c->cfg, "moe", "plugin");
+    sy_plugin *p = NULL;
+    int rc = sy_loader_resolve(c->ld, SY_KIND_MOE, spec && *spec ? spec : "auto", "cpu", &c->host.api, &p, err);
+    if (!rc)
+        rc = sy_plugin_create(p, &c->host.api, c->cfg, "moe", out, err);
+    if (rc)
+        return -1;
+    const sy_moe_ops *ops = (*out)->ops;
+    if (ops->prepare((*out)->inst, &c->prob, err) ||
+        ops->prepare_layer((*out)->inst, 0, c->layer->exp_gate, c->layer->exp_up, c->layer->exp_down, NULL, err)) {
+        sy_plugin_inst_destroy(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Best of reps timings (seconds) of one forward of n tokens. */
+static double time_forward(tune_ctx *c, sy_plugin_inst *moe, int64_t n, sy_err *err)
+{
+    const sy_moe_ops *ops = moe->ops;
+    sy_tensor x = sy_tensor_2d(c->x, SY_DTYPE_F32, n, c->prob.hidden);
+    sy_tensor lg = sy_tensor_2d(c->logits, SY_DTYPE_F32, n, c->prob.n_experts);
+    sy_tensor out = sy_tensor_2d(c->out, SY_DTYPE_F32, n, c->prob.hidden);
+    double best = 1e30;
+    for (int r = 0; r <= c->o->reps; r++) {
+        const double t0 = now_s();
+        if (ops->forward(moe->inst, 0, &x, &lg, &out, err))
+            return -1;
+        const double dt = now_s() - t0;
+        if (r > 0 && dt < best) /* run 0 warms the caches */
+            best = dt;
+    }
+    return best;
+}
+
+static int mkdirs_for(const char *file)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", file);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return 0;
+}
+
+static int run(tune_ctx *c)
+{
+    tune_opts *o = c->o;
+    sy_err err = {{0}};
+    if (sy_cli_load_config(&o->common, &c->cfg))
+        return 1;
+    if (sy_loader_from_config(c->cfg, o->common.plugin_dirs[0] ? o->common.plugin_dirs : NULL, NULL, &c->ld, &err)) {
+        fprintf(stderr, "switchyard tune-moe: %s\n", err.msg);
+        return 1;
+    }
+    /* The device plugin's worker pool runs the moe plugin's work, as in the engine. */
+    sy_plugin *dp = NULL;
+    const char *dspec = sy_config_get(c->cfg, "device", "plugin");
+    if (sy_loader_resolve(c->ld, SY_KIND_DEVICE, dspec && *dspec ? dspec : "auto", NULL, &c->host.api, &dp, &err) ||
+        sy_plugin_create(dp, &c->host.api, c->cfg, "device", &c->dev, &err)) {
+        fprintf(stderr, "switchyard tune-moe: device plugin: %s\n", err.msg);
+        return 1;
+    }
+    const sy_plugin_desc *dd = c->dev->plugin->desc;
+    if (dd->get_proc) {
+        sy_device_parallel_for_fn prun = (sy_device_parallel_for_fn)dd->get_proc("parallel_for");
+        sy_device_n_workers_fn nw = (sy_device_n_workers_fn)dd->get_proc("n_workers");
+        if (prun && nw)
+            sy_host_set_pool(&c->host, prun, nw, c->dev->inst);
+    }
+    const char *mdir = sy_config_get(c->cfg, "model", "path");
+    if (!mdir || !*mdir) {
+        fprintf(stderr, "switchyard tune-moe: no model: give --model DIR or [model] path\n");
+        return 2;
+    }
+    if (sy_model_load(mdir, NULL, NULL, &c->model, &err)) {
+        fprintf(stderr, "switchyard tune-moe: %s\n", err.msg);
+        return 1;
+    }
+    const sy_model_config *mc = &c->model->cfg;
+    for (int l = 0; l < mc->n_layers && !c->layer; l++)
+        if (c->model->layers[l].is_moe)
+            c->layer = &c->model->layers[l];
+    if (!c->layer) {
+        fprintf(stderr, "switchyard tune-moe: %s (%s) has no MoE layer to tune\n", mdir, mc->arch_name);
+        return 1;
+    }
+    sy_moe_problem *p = &c->prob;
+    p->struct_size = sizeof *p;
+    p->n_layers = 1;
+    p->n_experts = mc->n_experts;
+    p->top_k = mc->top_k;
+    p->hidden = mc->hidden;
+    p->inter = mc->moe_inter;
+    p->scoring = SY_MOE_SOFTMAX;
+    p->norm_topk_prob = mc->norm_topk_prob;
+    p->routed_scaling_factor = 1.0f;
+    p->weight_dtype = c->layer->exp_gate[0].dtype;
+    int64_t nmax = 0;
+    for (int i = 0; i < o->n_tokens; i++)
+        nmax = o->tokens[i] > nmax ? o->tokens[i] : nmax;
+    c->x = malloc(sizeof(float) * (size_t)(nmax * p->hidden));
+    c->out = malloc(sizeof(float) * (size_t)(nmax * p->hidden));
+    c->logits = malloc(sizeof(float) * (size_t)(nmax * p->n_experts));
+    if (!c->x || !c->out || !c->logits) {
+        fprintf(stderr, "switchyard tune-moe: out of memory for %lld tokens\n", (long long)nmax);
+        return 1;
+    }
+    uint64_t seed = 42;
+    for (int64_t i = 0; i < nmax * p->hidden; i++)
+        c->x[i] = rng_unit(&seed);
+    for (int64_t i = 0; i < nmax * p->n_experts; i++)
+        c->logits[i] = 2.0f * rng_unit(&seed);
+
+    /* Baseline: the built-in tiles. */
+    sy_plugin_inst *moe = NULL;
+    if (open_moe(c, NULL, &moe, &err)) {
+        fprintf(stderr, "switchyard tune-moe: moe plugin: %s\n", err.msg);
+        return 1;
+    }
+    char path[4096];
+    const char *src = NULL;
+    tuning_table_fn where = moe->plugin->desc->get_proc ? (tuning_table_fn)moe->plugin->desc->get_proc("tuning_table")
+                                                        : NULL;
+    if (!where) {
+        fprintf(stderr, "switchyard tune-moe: moe plugin %s has no tuning tables (no get_proc(\"tuning_table\"))\n",
+                moe->plugin->desc->name);
+        sy_plugin_inst_destroy(moe);
+        return 1;
+    }
+    double base[MAX_BUCKETS], best[MAX_BUCKETS];
+    char best_tile[MAX_BUCKETS][64];
+    for (int b = 0; b < o->n_tokens; b++) {
+        base[b] = time_forward(c, moe, o->tokens[b], &err);
+        if (base[b] < 0) {
+            fprintf(stderr, "switchyard tune-moe: forward of %lld tokens: %s\n", (long long)o->tokens[b], err.msg);
+            sy_plugin_inst_destroy(moe);
+            return 1;
+        }
+        best[b] = 1e30;
+        best_tile[b][0] = '\0';
+    }
+    sy_plugin_inst_destroy(moe);
+
+    /* Candidates: token blocks x column widths x {all workers, one worker}. */
+    static const int tbs[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+    static const int nbs[] = {0, 16, 32, 64, 128, 256, 512};
+    const int nthreads = c->host.pool_n_workers ? c->host.pool_n_workers(c->host.pool_inst) : 1;
+    int tried = 0, refused = 0;
+    for (size_t ti = 0; ti < sizeof tbs / sizeof tbs[0]; ti++)
+        for (size_t ni = 0; ni < sizeof nbs / sizeof nbs[0]; ni++)
+            for (int th = 0; th < (nthreads > 1 ? 2 : 1); th++) {
+                char tile[64];
+                snprintf(tile, sizeof tile, "%d,%d,%d", tbs[ti], nbs[ni], th ? 1 : 0);
+                if (open_moe(c, tile, &moe, &err)) {
+                    refused++; /* does not fit this device (the plugin's check), reported below */
+                    if (o->common.verbosity > 0)
+                        fprintf(stderr, "  tile %s refused: %s\n", tile, err.msg);
+                    continue;
+                }
+                tried++;
+                for (int b = 0; b < o->n_tokens; b++) {
+                    const double t = time_forward(c, moe, o->tokens[b], &err);
+                    if (t >= 0 && t < best[b]) {
+                        best[b] = t;
+                        snprintf(best_tile[b], sizeof best_tile[b], "%s", tile);
+                    }
+                }
+                sy_plugin_inst_destroy(moe);
+            }
+    if (tried == 0) {
+        fprintf(stderr, "switchyard tune-moe: every candidate tile was refused: %s\n", err.msg);
+        return 1;
+    }
+    /* Where the table goes: the plugin says (prepare once more, with its tables). */
+    if (open_moe(c, "1,0,0", &moe, &err) || where(moe->inst, path, sizeof path, &src)) {
+        fprintf(stderr, "switchyard tune-moe: moe plugin: %s\n", err.msg);
+        if (moe)
+            sy_plugin_inst_destroy(moe);
+        return 1;
+    }
+    sy_plugin_inst_destroy(moe);
+    const char *file = o->out ? o->out : path;
+
+    /* Confirm each winner against the built-in tiles, the two timed in alternation so that load from
+     * elsewhere on the machine hits both alike; these are the numbers printed and recorded. */
+    for (int b = 0; b < o->n_tokens; b++) {
+        sy_plugin_inst *bi = NULL, *tu = NULL;
+        if (open_moe(c, NULL, &bi, &err) || open_moe(c, best_tile[b], &tu, &err)) {
+            fprintf(stderr, "switchyard tune-moe: moe plugin: %s\n", err.msg);
+            if (bi)
+                sy_plugin_inst_destroy(bi);
+            return 1;
+        }
+        const int reps = o->reps;
+        o->reps = 1;
+        base[b] = best[b] = 1e30;
+        for (int r = 0; r < reps * 2; r++) {
+            const double tb = time_forward(c, bi, o->tokens[b], &err), tt = time_forward(c, tu, o->tokens[b], &err);
+            base[b] = tb >= 0 && tb < base[b] ? tb : base[b];
+            best[b] = tt >= 0 && tt < best[b] ? tt : best[b];
+        }
+        o->reps = reps;
+        sy_plugin_inst_destroy(bi);
+        sy_plugin_inst_destroy(tu);
+        /* A winner of the sweep that does not beat the built-in tiles by 3% here was noise: keep built-in. */
+        if (!(best[b] < base[b] * 0.97)) {
+            snprintf(best_tile[b], sizeof best_tile[b], "built-in");
+            best[b] = base[b];
+        }
+    }
+
+    printf("# switchyard tune-moe: %s, E=%d N=%d K=%d top-%d %s, %d workers, %d candidates (%d refused); "
+           "built-in vs tuned: best of %d alternating runs\n",
+           mdir, p->n_experts, p->inter, p->hidden, p->top_k, sy_dtype_name(p->weight_dtype), nthreads, tried,
+           refused, 2 * o->reps);
+    printf("%8s %14s %18s %14s %9s\n", "tokens", "built-in ms", "tile (tb,nb,thr)", "tuned ms", "speedup");
+    for (int b = 0; b < o->n_tokens; b++)
+        printf("%8lld %14.3f %18s %14.3f %8.2fx\n", (long long)o->tokens[b], base[b] * 1e3, best_tile[b],
+               best[b] * 1e3, base[b] / best[b]);
+    if (o->dry_run)
+        return 0;
+    if (mkdirs_for(file) != 0) {
+        fprintf(stderr, "switchyard tune-moe: cannot create the directories of %s: %s\n", file, strerror(errno));
+        return 1;
+    }
+    FILE *f = fopen(file, "w");
+    if (!f) {
+        fprintf(stderr, "switchyard tune-moe: cannot write %s: %s\n", file, strerror(errno));
+        return 1;
+    }
+    fprintf(f, "; MoE tuning table written by `switchyard tune-moe` (format: plugins/moe/cpu/moe_tune.h)\n");
+    fprintf(f, "; timed on %s with %d workers, best of %d; built-in vs tuned per bucket in the comments\n", mdir,
+            nthreads, o->reps);
+    fprintf(f, "[table]\ntool = switchyard tune-moe\nexperts = %d\nn = %d\nk = %d\ndtype = %s\n", p->n_experts,
+            p->inter, p->hidden, sy_dtype_name(p->weight_dtype));
+    for (int b = 0; b < o->n_tokens; b++) {
+        long long tb = 0, nb = 0, th = 0; /* built-in: token_block 0 */
+        if (sscanf(best_tile[b], "%lld,%lld,%lld", &tb, &nb, &th) != 3)
+            tb = nb = th = 0;
+        fprintf(f, "\n[tokens=%lld]  ; built-in %.3f ms, tuned %.3f ms\ntoken_block = %lld\nn_block = %lld\nthreads = %lld\n",
+                (long long)o->tokens[b], base[b] * 1e3, best[b] * 1e3, tb, nb, th);
+    }
+    if (fclose(f) != 0) {
+        fprintf(stderr, "switchyard tune-moe: write failed on %s: %s\n", file, strerror(errno));
+        return 1;
+    }
+    printf("wrote %s\n", file);
+    return 0;
+}
+
+int sy_cmd_tune_moe(int argc, char **argv)
+{
+    tune_opts o;
+    memset(&o, 0, sizeof o);
+    if (parse_args(argc, argv, &o))
+        return 2;
+    tune_ctx c;
+    memset(&c, 0, sizeof c);
+    c.o = &o;
+    sy_host_init(&c.host);
+    /* One line per candidate instance would bury the table: warnings only, unless -v. */
+    sy_log_set_level(o.common.verbosity < 0 ? SY_LOG_ERROR : o.common.verbosity > 0 ? SY_LOG_DEBUG : SY_LOG_WARN);
+    const int rc = run(&c);
+    free(c.x);
+    free(c.out);
+    free(c.logits);
+    sy_model_free(c.model);
+    if (c.dev)
+        sy_plugin_inst_destroy(c.dev);
+    if (c.ld)
+        sy_loader_free(c.ld);
+    if (c.cfg)
+        sy_config_free(c.cfg);
+    sy_host_fini(&c.host);
+    return rc;
+}

@@ -1,0 +1,255 @@
+#include "config.h"
+
+#include "dist/plan.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define PLAN_MAGIC 0x53595050u /* "SYPP" */
+
+_Static_assert(sizeof(sy_plan_hdr) == 32, "the plan header is 32 bytes on the wire");
+
+static int grow(sy_plan *p, size_t bytes, int32_t n_seqs, sy_err *err)
+{
+    if (bytes > p->cap) {
+        int32_t *np = realloc(p->payload, bytes);
+        if (!np)
+            return sy_err_set(err, SY_ERR_NOMEM, "step plan: cannot allocate %zu bytes", bytes);
+        p->payload = np;
+        p->cap = bytes;
+    }
+    if (n_seqs > p->cap_seqs) {
+        sy_step_seq *ns = realloc(p->seqs, sizeof *ns * (size_t)n_seqs);
+        if (!ns)
+            return sy_err_set(err, SY_ERR_NOMEM, "step plan: cannot allocate %d sequences", n_seqs);
+        p->seqs = ns;
+        p->cap_seqs = n_seqs;
+    }
+    return SY_OK;
+}
+
+int sy_plan_encode_step(sy_plan *p, const sy_step_seq *seqs, int32_t n_seqs, sy_err *err)
+{
+    size_t words = 0;
+    for (int32_t s = 0; s < n_seqs; s++)
+        words += 4 + (size_t)(seqs[s].n_tokens > 0 ? seqs[s].n_tokens : 0) +
+                 (size_t)(seqs[s].n_blocks > 0 ? seqs[s].n_blocks : 0);
+    int rc = grow(p, words * sizeof(int32_t), 0, err);
+    if (rc)
+        return rc;
+    int32_t *w = p->payload;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const sy_step_seq *q = &seqs[s];
+        const int32_t nt = q->n_tokens > 0 ? q->n_tokens : 0, nb = q->n_blocks > 0 ? q->n_blocks : 0;
+        *w++ = nt;
+        *w++ = q->ctx_len;
+        *w++ = nb;
+        *w++ = q->want_logits ? 1 : 0;
+        if (nt)
+            memcpy(w, q->tokens, sizeof(int32_t) * (size_t)nt);
+        w += nt;
+        if (nb)
+            memcpy(w, q->blocks, sizeof(int32_t) * (size_t)nb);
+        w += nb;
+    }
+    p->hdr = (sy_plan_hdr){.magic = PLAN_MAGIC, .kind = SY_PLAN_STEP, .n_seqs = n_seqs,
+                           .payload_bytes = words * sizeof(int32_t)};
+    return SY_OK;
+}
+
+int sy_plan_encode_copy(sy_plan *p, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err)
+{
+    const size_t bytes = sizeof(int32_t) * 2 * (size_t)n;
+    int rc = grow(p, bytes, 0, err);
+    if (rc)
+        return rc;
+    if (n) {
+        memcpy(p->payload, src, sizeof(int32_t) * (size_t)n);
+        memcpy(p->payload + n, dst, sizeof(int32_t) * (size_t)n);
+    }
+    p->hdr = (sy_plan_hdr){.magic = PLAN_MAGIC, .kind = SY_PLAN_COPY, .n_pairs = n, .payload_bytes = bytes};
+    return SY_OK;
+}
+
+void sy_plan_encode_empty(sy_plan *p, uint32_t kind)
+{
+    p->hdr = (sy_plan_hdr){.magic = PLAN_MAGIC, .kind = kind};
+}
+
+int sy_plan_reserve(sy_plan *p, sy_err *err)
+{
+    /* Bounds a corrupt header before it turns into a huge allocation. */
+    if (p->hdr.payload_bytes > (1ull << 30) || p->hdr.payload_bytes % sizeof(int32_t))
+        return sy_err_set(err, SY_ERR_INVALID, "step plan: payload of %llu bytes, expected a multiple of 4 up to 1G",
+                          (unsigned long long)p->hdr.payload_bytes);
+    return grow(p, (size_t)p->hdr.payload_bytes, 0, err);
+}
+
+int sy_plan_decode(sy_plan *p, sy_err *err)
+{
+    const sy_plan_hdr *h = &p->hdr;
+    if (h->magic != PLAN_MAGIC)
+        return sy_err_set(err, SY_ERR_INVALID, "step plan: header magic 0x%08x, expected 0x%08x", h->magic,
+                          PLAN_MAGIC);
+    const size_t words = (size_t)h->payload_bytes / sizeof(int32_t);
+    switch (h->kind) {
+    case SY_PLAN_HEARTBEAT:
+    case SY_PLAN_SHUTDOWN:
+        return SY_OK;
+    case SY_PLAN_COPY:
+        if (h->n_pairs < 0 || (size_t)h->n_pairs * 2 != words)
+            return sy_err_set(err, SY_ERR_INVALID, "step plan: COPY of %d pairs in %zu words", h->n_pairs, words);
+        p->src = p->payload;
+        p->dst = p->payload + h->n_pairs;
+        return SY_OK;
+    case SY_PLAN_STEP:
+        break;
+    default:
+        return sy_err_set(err, SY_ERR_INVALID, "step plan: unknown kind %u, expected 1..4", h->kind);
+    }
+    if (h->n_seqs < 0 || (size_t)h->n_seqs * 4 > words)
+        return sy_err_set(err, SY_ERR_INVALID, "step plan: %d sequences in %zu words", h->n_seqs, words);
+    int rc = grow(p, 0, h->n_seqs, err);
+    if (rc)
+        return rc;
+    size_t at = 0;
+    for (int32_t s = 0; s < h->n_seqs; s++) {
+        if (words - at < 4)
+            return sy_err_set(err, SY_ERR_INVALID, "step plan: sequence %d is cut off at word %zu", s, at);
+        const int32_t *w = p->payload + at;
+        if (w[0] < 0 || w[2] < 0 || (size_t)w[0] + (size_t)w[2] > words - at - 4)
+            return sy_err_set(err, SY_ERR_INVALID, "step plan: sequence %d claims %d tokens and %d blocks, past the "
+                              "end of %zu words", s, w[0], w[2], words);
+        p->seqs[s] = (sy_step_seq){.n_tokens = w[0], .ctx_len = w[1], .n_blocks = w[2], .want_logits = w[3] != 0,
+                                   .tokens = w + 4, .blocks = w + 4 + w[0]};
+        at += 4 + (size_t)w[0] + (size_t)w[2];
+    }
+    if (at != words)
+        return sy_err_set(err, SY_ERR_INVALID, "step plan: %zu words left over after %d sequences", words - at,
+                          h->n_seqs);
+    return SY_OK;
+}
+
+void sy_plan_free(sy_plan *p)
+{
+    free(p->payload);
+    free(p->seqs);
+    memset(p, 0, sizeof *p);
+}
+
+/* ------------------------------------------------------------ transport */
+
+static int send_all(int fd, const void *buf, size_t n)
+{
+    const char *b = buf;
+    while (n) {
+        ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Reads n bytes; 1 at end of file, -1 on error or timeout (errno ETIMEDOUT). */
+static int recv_all(int fd, void *buf, size_t n, double timeout_s)
+{
+    char *b = buf;
+    const double until = timeout_s > 0 ? now_s() + timeout_s : 0;
+    while (n) {
+        int ms = -1;
+        if (timeout_s > 0) {
+            const double left = until - now_s();
+            if (left <= 0) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            ms = (int)(left * 1000) + 1;
+        }
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int r = poll(&pfd, 1, ms);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            continue; /* the deadline check above reports it */
+        ssize_t k = recv(fd, b, n, 0);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (k < 0)
+            return -1;
+        if (k == 0)
+            return 1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+int sy_plan_send(sy_plan_chan *c, sy_plan *p, sy_err *err)
+{
+    p->hdr.seq = ++c->seq;
+    if (!c->sockets) {
+        int rc = c->com->broadcast(c->comm_inst, &p->hdr, sizeof p->hdr, 0, err);
+        if (!rc && p->hdr.payload_bytes)
+            rc = c->com->broadcast(c->comm_inst, p->payload, (size_t)p->hdr.payload_bytes, 0, err);
+        return rc;
+    }
+    for (int r = 1; r < c->world; r++)
+        if (send_all(c->fds[r], &p->hdr, sizeof p->hdr) ||
+            (p->hdr.payload_bytes && send_all(c->fds[r], p->payload, (size_t)p->hdr.payload_bytes)))
+            return sy_err_set(err, SY_ERR_UNAVAILABLE,
+                              "tensor parallel: rank %d is gone (sending it step plan %llu failed: %s)", r,
+                              (unsigned long long)p->hdr.seq, strerror(errno));
+    return SY_OK;
+}
+
+int sy_plan_recv(sy_plan_chan *c, sy_plan *p, sy_err *err)
+{
+    int rc;
+    if (!c->sockets) {
+        if ((rc = c->com->broadcast(c->comm_inst, &p->hdr, sizeof p->hdr, 0, err)) ||
+            (rc = sy_plan_reserve(p, err)))
+            return rc;
+        if (p->hdr.payload_bytes &&
+            (rc = c->com->broadcast(c->comm_inst, p->payload, (size_t)p->hdr.payload_bytes, 0, err)))
+            return rc;
+    } else {
+        int r = recv_all(c->fds[0], &p->hdr, sizeof p->hdr, c->timeout_s);
+        if (r == 0 && (rc = sy_plan_reserve(p, err)))
+            return rc;
+        if (r == 0 && p->hdr.payload_bytes)
+            r = recv_all(c->fds[0], p->payload, (size_t)p->hdr.payload_bytes, c->timeout_s);
+        if (r > 0)
+            return sy_err_set(err, SY_ERR_UNAVAILABLE,
+                              "tensor parallel: rank 0 closed the step-plan channel (it exited or was killed); "
+                              "rank %d stops", c->rank);
+        if (r < 0 && errno == ETIMEDOUT)
+            return sy_err_set(err, SY_ERR_UNAVAILABLE,
+                              "tensor parallel: rank %d got no step plan or heartbeat from rank 0 for %.1f s "
+                              "(--dist-timeout); rank 0 is stuck", c->rank, c->timeout_s);
+        if (r < 0)
+            return sy_err_set(err, SY_ERR_UNAVAILABLE, "tensor parallel: rank %d reading the step plan: %s", c->rank,
+                              strerror(errno));
+    }
+    if (p->hdr.seq != c->seq + 1)
+        return sy_err_set(err, SY_ERR_INTERNAL, "tensor parallel: rank %d got step plan %llu after %llu", c->rank,
+                          (unsigned long long)p->hdr.seq, (unsigned long long)c->seq);
+    c->seq = p->hdr.seq;
+    return sy_plan_decode(p, err);
+}

@@ -1,0 +1,340 @@
+/*
+ * plugin-check for MoE plugins: routing (softmax or sigmoid scoring, with
+ * and without renormalised top-k, score-correction bias and grouped top-k)
+ * and the weighted sum of SwiGLU experts, against float64.
+ */
+#include "config.h"
+
+#include "plugincheck/check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct mcase {
+    const char *name;
+    int32_t n_experts, top_k, hidden, inter, scoring, norm, n_group, topk_group, bias;
+    float scaling;
+    sy_dtype wdt;
+    double tol;
+} mcase;
+
+/* Experts chosen for one token and their weights, as the model defines them. */
+static void route(const mcase *c, const float *logits, const double *bias, int *ids, double *w)
+{
+    const int E = c->n_experts;
+    double score[256], sel[256];
+    unsigned char ok[256];
+    double mx = -INFINITY, sum = 0;
+    for (int e = 0; e < E; e++)
+        mx = logits[e] > mx ? logits[e] : mx;
+    for (int e = 0; e < E; e++) {
+        score[e] = c->scoring == SY_MOE_SOFTMAX ? exp(logits[e] - mx) : 1.0 / (1.0 + exp(-(double)logits[e]));
+        sum += score[e];
+    }
+    for (int e = 0; e < E; e++) {
+        if (c->scoring == SY_MOE_SOFTMAX)
+            score[e] /= sum;
+        sel[e] = score[e] + (bias ? bias[e] : 0);
+        ok[e] = 1;
+    }
+    if (c->n_group > 1) {
+        /* DeepSeek-V3: a group scores the sum of its best two (sigmoid) or its best (softmax). */
+        const int per = E / c->n_group;
+        double gs[64];
+        unsigned char keep[64] = {0};
+        for (int g = 0; g < c->n_group; g++) {
+            double b1 = -INFINITY, b2 = -INFINITY;
+            for (int i = 0; i < per; i++) {
+                double v = sel[g * per + i];
+                if (v > b1)
+                    b2 = b1, b1 = v;
+                else if (v > b2)
+                    b2 = v;
+            }
+            gs[g] = c->scoring == SY_MOE_SIGMOID && per >= 2 ? b1 + b2 : b1;
+        }
+        for (int r = 0; r < c->topk_group; r++) {
+            int best = -1;
+            for (int g = 0; g < c->n_group; g++)
+                if (!keep[g] && (best < 0 || gs[g] > gs[best]))
+                    best = g;
+            keep[best] = 1;
+        }
+        for (int e = 0; e < E; e++)
+            ok[e] = keep[e / per];
+    }
+    double wsum = 0;
+    for (int k = 0; k < c->top_k; k++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (ok[e] && (best < 0 || sel[e] > sel[best]))
+                best = e;
+        ok[best] = 0;
+        ids[k] = best;
+        w[k] = score[best];
+        wsum += w[k];
+    }
+    for (int k = 0; k < c->top_k; k++)
+        w[k] = (c->norm ? w[k] / wsum : w[k]) * c->scaling;
+}
+
+typedef struct experts {
+    void *g, *u, *d;       /* host views: [E][inter][hidden], [E][inter][hidden], [E][hidden][inter] */
+    double *gr, *ur, *dr;  /* the values they hold */
+    sy_tensor tg[64], tu[64], td[64], tb;
+    double *bias;
+    float *bias_f;
+} experts;
+
+static void fill(sy_pc *pc, void *dst, double *ref, size_t n, sy_dtype dt, float scale)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = scale * sy_pc_rand(pc);
+        if (dt == SY_DTYPE_F32) {
+            ((float *)dst)[i] = v;
+            ref[i] = v;
+        } else {
+            uint16_t b = sy_pc_f32_to_half(v, dt);
+            ((uint16_t *)dst)[i] = b;
+            ref[i] = sy_pc_half_to_f32(b, dt);
+        }
+    }
+}
+
+static int make_experts(sy_pc *pc, const mcase *c, experts *x)
+{
+    memset(x, 0, sizeof *x);
+    const size_t E = (size_t)c->n_experts, H = (size_t)c->hidden, F = (size_t)c->inter;
+    const size_t es = (size_t)sy_dtype_bits(c->wdt) / 8;
+    x->g = malloc(E * F * H * es);
+    x->u = malloc(E * F * H * es);
+    x->d = malloc(E * F * H * es);
+    x->gr = malloc(E * F * H * sizeof(double));
+    x->ur = malloc(E * F * H * sizeof(double));
+    x->dr = malloc(E * F * H * sizeof(double));
+    x->bias = calloc(E, sizeof(double));
+    x->bias_f = calloc(E, sizeof(float));
+    if (!x->g || !x->u || !x->d || !x->gr || !x->ur || !x->dr || !x->bias || !x->bias_f)
+        return -1;
+    fill(pc, x->g, x->gr, E * F * H, c->wdt, 0.3f);
+    fill(pc, x->u, x->ur, E * F * H, c->wdt, 0.3f);
+    fill(pc, x->d, x->dr, E * F * H, c->wdt, 0.3f);
+    for (size_t e = 0; e < E; e++) {
+        x->bias_f[e] = 0.2f * sy_pc_rand(pc);
+        x->bias[e] = c->bias ? x->bias_f[e] : 0;
+        int64_t sgu[2] = {(int64_t)F, (int64_t)H}, sd[2] = {(int64_t)H, (int64_t)F};
+        sy_tensor_init(&x->tg[e], (char *)x->g + e * F * H * es, c->wdt, 2, sgu);
+        sy_tensor_init(&x->tu[e], (char *)x->u + e * F * H * es, c->wdt, 2, sgu);
+        sy_tensor_init(&x->td[e], (char *)x->d + e * F * H * es, c->wdt, 2, sd);
+    }
+    int64_t sb = (int64_t)E;
+    sy_tensor_init(&x->tb, x->bias_f, SY_DTYPE_F32, 1, &sb);
+    return 0;
+}
+
+static void free_experts(experts *x)
+{
+    free(x->g);
+    free(x->u);
+    free(x->d);
+    free(x->gr);
+    free(x->ur);
+    free(x->dr);
+    free(x->bias);
+    free(x->bias_f);
+}
+
+static void ref_forward(const mcase *c, const experts *x, const float *in, const float *logits, int n, double *out)
+{
+    const int H = c->hidden, F = c->inter;
+    double *act = malloc(sizeof(double) * (size_t)F);
+    for (int t = 0; t < n; t++) {
+        int ids[64];
+        double w[64];
+        route(c, logits + (size_t)t * c->n_experts, c->bias ? x->bias : NULL, ids, w);
+        double *o = out + (size_t)t * H;
+        for (int i = 0; i < H; i++)
+            o[i] = 0;
+        for (int k = 0; k < c->top_k; k++) {
+            const size_t e = (size_t)ids[k];
+            const double *g = x->gr + e * F * H, *u = x->ur + e * F * H, *d = x->dr + e * F * H;
+            for (int f = 0; f < F; f++) {
+                double a = 0, b = 0;
+                for (int i = 0; i < H; i++) {
+                    a += g[(size_t)f * H + i] * in[(size_t)t * H + i];
+                    b += u[(size_t)f * H + i] * in[(size_t)t * H + i];
+                }
+                act[f] = a / (1.0 + exp(-a)) * b;
+            }
+            for (int i = 0; i < H; i++) {
+                double s = 0;
+                for (int f = 0; f < F; f++)
+                    s += d[(size_t)i * F + f] * act[f];
+                o[i] += w[k] * s;
+            }
+        }
+    }
+    free(act);
+}
+
+static void check_case(sy_pc *pc, const mcase *c, int n_tokens)
+{
+    char cas[120], note[700];
+    snprintf(cas, sizeof cas, "%s: %d tok, E %d top %d, %dx%d %s", c->name, n_tokens, c->n_experts, c->top_k,
+             c->hidden, c->inter, c->wdt == SY_DTYPE_F32 ? "f32" : c->wdt == SY_DTYPE_BF16 ? "bf16" : "f16");
+    void *inst = sy_pc_create(pc, "forward", cas);
+    if (!inst)
+        return;
+    const sy_moe_ops *ops = pc->desc->ops;
+    const int n_layers = 2;
+    sy_moe_problem p = {sizeof p,  n_layers,     c->n_experts, c->top_k,   c->hidden, c->inter,
+                        c->scoring, c->norm,     c->scaling,   c->n_group, c->topk_group, c->wdt};
+    sy_err err;
+    memset(&err, 0, sizeof err);
+    experts x[2];
+    int made = 0;
+    float *in = malloc(sizeof(float) * (size_t)n_tokens * c->hidden);
+    float *lg = malloc(sizeof(float) * (size_t)n_tokens * c->n_experts);
+    float *o = malloc(sizeof(float) * (size_t)n_tokens * c->hidden);
+    double *ref = malloc(sizeof(double) * (size_t)n_tokens * c->hidden);
+    const char *step = "supports";
+    int rc = SY_OK;
+    double worst = 0;
+    if (!ops->supports(inst, &p, &err)) {
+        err.msg[sizeof err.msg - 1] = '\0';
+        snprintf(note, sizeof note, "supports() says no: %s", err.msg[0] ? err.msg : "(no reason given)");
+        sy_pc_row(pc, "forward", cas, SY_PC_SKIP, -1, -1, note);
+        goto out;
+    }
+    if (!in || !lg || !o || !ref) {
+        step = "plugin-check";
+        rc = sy_err_set(&err, SY_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    step = "prepare";
+    if ((rc = ops->prepare(inst, &p, &err)))
+        goto done;
+    for (int l = 0; l < n_layers; l++) {
+        made = l + 1; /* make_experts zeroes x[l] first: free_experts is safe on failure */
+        if (make_experts(pc, c, &x[l])) {
+            step = "plugin-check";
+            rc = sy_err_set(&err, SY_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        step = "prepare_layer";
+        if ((rc = ops->prepare_layer(inst, l, x[l].tg, x[l].tu, x[l].td, c->bias ? &x[l].tb : NULL, &err)))
+            goto done;
+    }
+    /* Layers in reverse: a plugin that ignores `layer` uses the wrong experts. */
+    for (int l = n_layers - 1; l >= 0; l--) {
+        sy_pc_fill(pc, in, (size_t)n_tokens * c->hidden, 1);
+        sy_pc_fill(pc, lg, (size_t)n_tokens * c->n_experts, 3);
+        for (size_t i = 0; i < (size_t)n_tokens * c->hidden; i++)
+            o[i] = NAN;
+        sy_tensor tx = sy_tensor_2d(in, SY_DTYPE_F32, n_tokens, c->hidden);
+        sy_tensor tl = sy_tensor_2d(lg, SY_DTYPE_F32, n_tokens, c->n_experts);
+        sy_tensor to = sy_tensor_2d(o, SY_DTYPE_F32, n_tokens, c->hidden);
+        step = "forward";
+        if ((rc = ops->forward(inst, l, &tx, &tl, &to, &err)))
+            goto done;
+        ref_forward(c, &x[l], in, lg, n_tokens, ref);
+        double e = sy_pc_err(o, ref, (size_t)n_tokens * c->hidden);
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+done:
+    if (rc) {
+        err.msg[sizeof err.msg - 1] = '\0';
+        snprintf(note, sizeof note, "%s returned %d (%s): %s", step, rc, sy_status_str(rc),
+                 err.msg[0] ? err.msg : "(no message)");
+        sy_pc_row(pc, "forward", cas, SY_PC_FAIL, -1, c->tol, note);
+    } else {
+        sy_pc_row(pc, "forward", cas, worst <= c->tol ? SY_PC_OK : SY_PC_FAIL, worst, c->tol,
+                  worst <= c->tol ? "" : "wrong results");
+    }
+out:
+    /* Expert views stay valid for the instance's life: freed after destroy. */
+    sy_pc_destroy(pc, inst);
+    for (int l = 0; l < made; l++)
+        free_experts(&x[l]);
+    free(in);
+    free(lg);
+    free(o);
+    free(ref);
+}
+
+static void speed_case(sy_pc *pc, const mcase *c, int n_tokens)
+{
+    char cas[120], note[700];
+    snprintf(cas, sizeof cas, "%s: %d tok, E %d top %d, %dx%d", c->name, n_tokens, c->n_experts, c->top_k,
+             c->hidden, c->inter);
+    void *inst = sy_pc_create(pc, "forward", cas);
+    if (!inst)
+        return;
+    const sy_moe_ops *ops = pc->desc->ops;
+    sy_moe_problem p = {sizeof p,   1,       c->n_experts, c->top_k,   c->hidden,     c->inter,
+                        c->scoring, c->norm, c->scaling,   c->n_group, c->topk_group, c->wdt};
+    sy_err err;
+    memset(&err, 0, sizeof err);
+    experts x;
+    float *in = malloc(sizeof(float) * (size_t)n_tokens * c->hidden);
+    float *lg = malloc(sizeof(float) * (size_t)n_tokens * c->n_experts);
+    float *o = malloc(sizeof(float) * (size_t)n_tokens * c->hidden);
+    int rc = make_experts(pc, c, &x) || !in || !lg || !o ? sy_err_set(&err, SY_ERR_NOMEM, "out of memory") : SY_OK;
+    const char *step = "prepare";
+    if (!rc && !(rc = ops->prepare(inst, &p, &err)))
+        step = "prepare_layer", rc = ops->prepare_layer(inst, 0, x.tg, x.tu, x.td, NULL, &err);
+    long runs = 0;
+    double t = 0;
+    if (!rc) {
+        sy_pc_fill(pc, in, (size_t)n_tokens * c->hidden, 1);
+        sy_pc_fill(pc, lg, (size_t)n_tokens * c->n_experts, 3);
+        sy_tensor tx = sy_tensor_2d(in, SY_DTYPE_F32, n_tokens, c->hidden);
+        sy_tensor tl = sy_tensor_2d(lg, SY_DTYPE_F32, n_tokens, c->n_experts);
+        sy_tensor to = sy_tensor_2d(o, SY_DTYPE_F32, n_tokens, c->hidden);
+        step = "forward";
+        double t0 = sy_pc_now();
+        while (!rc && (runs < 3 || t < pc->min_time)) {
+            rc = ops->forward(inst, 0, &tx, &tl, &to, &err);
+            runs++;
+            t = sy_pc_now() - t0;
+        }
+    }
+    if (rc) {
+        err.msg[sizeof err.msg - 1] = '\0';
+        snprintf(note, sizeof note, "%s returned %d (%s): %s", step, rc, sy_status_str(rc), err.msg);
+        sy_pc_row(pc, "forward", cas, SY_PC_FAIL, -1, -1, note);
+    } else {
+        sy_pc_time_row(pc, "forward", cas, t / (double)runs * 1e6, runs,
+                       6.0 * n_tokens * c->top_k * (double)c->hidden * c->inter, "GFLOP/s");
+    }
+    sy_pc_destroy(pc, inst);
+    free_experts(&x);
+    free(in);
+    free(lg);
+    free(o);
+}
+
+int sy_pc_check_moe(sy_pc *pc)
+{
+    static const mcase cases[] = {
+        {"softmax", 8, 2, 64, 48, SY_MOE_SOFTMAX, 0, 0, 0, 0, 1.0f, SY_DTYPE_F32, 1e-4},
+        {"softmax norm", 8, 2, 64, 48, SY_MOE_SOFTMAX, 1, 0, 0, 0, 1.0f, SY_DTYPE_BF16, 2e-2},
+        {"sigmoid bias", 8, 2, 32, 24, SY_MOE_SIGMOID, 1, 0, 0, 1, 2.5f, SY_DTYPE_F32, 1e-4},
+        {"sigmoid bias group", 16, 4, 32, 24, SY_MOE_SIGMOID, 1, 4, 2, 1, 2.5f, SY_DTYPE_F32, 1e-4},
+        {"softmax", 4, 1, 32, 64, SY_MOE_SOFTMAX, 0, 0, 0, 0, 1.0f, SY_DTYPE_F16, 5e-3},
+    };
+    if (pc->speed) {
+        static const mcase sp = {"softmax bf16", 8, 2, 1024, 1408, SY_MOE_SOFTMAX, 1, 0, 0, 0, 1.0f, SY_DTYPE_BF16, 0};
+        speed_case(pc, &sp, 1);
+        speed_case(pc, &sp, 16);
+        speed_case(pc, &sp, 128);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        check_case(pc, &cases[i], 1);
+        check_case(pc, &cases[i], 13);
+    }
+    return 0;
+}

@@ -1,0 +1,291 @@
+/*
+ * attn/cuda-smXX: paged attention on an NVIDIA GPU. One source, built as
+ * three plugins (cuda-sm80, cuda-sm90, cuda-sm120) whose kernels carry the
+ * tile that fits each architecture's shared memory (attn_tiles.h); each
+ * probe accepts only its own compute capability family, so `auto` picks
+ * the variant built for the GPU.
+ *
+ * The KV cache lives in device memory with the CPU plugins' layout:
+ * [layer][KV head][block][slot][dim], F32, F16 or BF16. The step's tables
+ * (host memory in the ABI) are packed and copied to the device each call.
+ * Argument checks are the CPU plugins' own (libsykern's attn_check.c), so
+ * both reject the same inputs with the same messages.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_kern.h"
+#include "attn_tiles.h"
+#include "sycuda.h"
+#include "sykattn.h"
+#include "sykern.h"
+
+typedef struct attn_cuda {
+    const sy_host *host;
+    char kv_key[8];
+    sy_attn_problem p;
+    sy_dtype kvt;
+    int prepared;
+    void *kc, *vc;
+    int64_t k_tile, v_tile; /* elements per (layer, KV head, block) tile */
+    int32_t *meta_host;     /* packed step tables */
+    size_t meta_cap;        /* int32 elements of meta_host and meta_dev */
+    int32_t *meta_dev;
+    int smem_opted_in;
+} attn_cuda;
+
+static const sy_key_decl keys[] = {
+    {"kv_dtype", SY_KEY_ENUM, "f32",
+     "KV cache element type when the engine has no preference (the problem's F16/BF16 wins)", 1, 0,
+     SYK_KV_DTYPE_CHOICES},
+    {NULL, 0, NULL, NULL, 0, 0, NULL},
+};
+
+/* Whether this variant's SASS/PTX runs on compute capability major.minor. */
+static int variant_runs_on(int major)
+{
+#if SY_ATTN_SM == 80
+    return major == 8;
+#elif SY_ATTN_SM == 90
+    return major == 9;
+#else
+    return major >= 12;
+#endif
+}
+
+static int probe(const sy_host *host, sy_err *why)
+{
+    (void)host;
+    int ma = 0, mi = 0;
+    if (!syc_probe(0, why, &ma, &mi))
+        return 0;
+    if (!variant_runs_on(ma)) {
+        sy_err_set(why, SY_ERR_UNSUPPORTED, "built for compute capability %d.x; GPU 0 is %d.%d", SY_ATTN_SM / 10, ma,
+                   mi);
+        return 0;
+    }
+    return 100;
+}
+
+static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **inst, sy_err *err)
+{
+    const char *kv = sy_kv_get(cfg, n_cfg, "kv_dtype");
+    sy_dtype dt;
+    int rc = syk_attn_kv_dtype(kv, SY_DTYPE_F32, &dt, err);
+    if (rc)
+        return rc;
+    attn_cuda *a = calloc(1, sizeof *a);
+    if (!a)
+        return sy_err_set(err, SY_ERR_NOMEM, "attn %s: cannot allocate the instance", SY_ATTN_NAME);
+    a->host = host;
+    snprintf(a->kv_key, sizeof a->kv_key, "%s", kv ? kv : "f32");
+    *inst = a;
+    return SY_OK;
+}
+
+static void release(attn_cuda *a)
+{
+    if (a->kc)
+        cudaFree(a->kc);
+    if (a->vc)
+        cudaFree(a->vc);
+    if (a->meta_dev)
+        cudaFree(a->meta_dev);
+    free(a->meta_host);
+    a->kc = a->vc = NULL;
+    a->meta_dev = a->meta_host = NULL;
+    a->meta_cap = 0;
+    a->prepared = 0;
+}
+
+static void destroy(void *inst)
+{
+    attn_cuda *a = inst;
+    if (!a)
+        return;
+    release(a);
+    free(a);
+}
+
+static int check(const attn_cuda *a, const sy_attn_problem *p, sy_dtype *dt, sy_err *why)
+{
+    int rc;
+    if ((rc = syk_attn_check_problem(p, why)) || (rc = syk_attn_kv_dtype(a->kv_key, p->kv_dtype, dt, why)))
+        return rc;
+    const int group = p->n_heads / p->n_kv_heads;
+    if (p->head_dim > SY_ATTN_MAX_DIM || p->v_head_dim > SY_ATTN_MAX_DIM || group > SY_ATTN_MAX_GROUP)
+        return sy_err_set(why, SY_ERR_UNSUPPORTED,
+                          "head_dim %d / v_head_dim %d / %d query heads per KV head: attn %s handles up to %d / %d / %d",
+                          p->head_dim, p->v_head_dim, group, SY_ATTN_NAME, SY_ATTN_MAX_DIM, SY_ATTN_MAX_DIM,
+                          SY_ATTN_MAX_GROUP);
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess) {
+        const int need = SY_ATTN_SMEM_BYTES(group, p->head_dim, p->v_head_dim, SY_ATTN_KV_TILE);
+        if (need > optin)
+            return sy_err_set(why, SY_ERR_UNSUPPORTED,
+                              "attn %s needs %d bytes of shared memory per block for this problem; GPU %d allows %d",
+                              SY_ATTN_NAME, need, dev, optin);
+    }
+    return SY_OK;
+}
+
+static int supports(void *inst, const sy_attn_problem *p, sy_err *why)
+{
+    sy_dtype dt;
+    return check(inst, p, &dt, why) == SY_OK;
+}
+
+static int prepare(void *inst, const sy_attn_problem *p, sy_err *err)
+{
+    attn_cuda *a = inst;
+    sy_dtype dt;
+    int rc = check(a, p, &dt, err);
+    if (rc)
+        return rc;
+    release(a);
+    a->p = *p;
+    a->kvt = dt;
+    a->k_tile = (int64_t)p->block_size * p->head_dim;
+    a->v_tile = (int64_t)p->block_size * p->v_head_dim;
+    const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
+    const size_t tiles = (size_t)p->n_layers * (size_t)p->n_blocks * (size_t)p->n_kv_heads;
+    const size_t kb = tiles * (size_t)a->k_tile * es, vb = tiles * (size_t)a->v_tile * es;
+    cudaError_t e = cudaMalloc(&a->kc, kb);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&a->vc, vb);
+    /* Zeroed so a read of a never-written slot (a caller bug) is at least finite and deterministic. */
+    if (e == cudaSuccess)
+        e = cudaMemset(a->kc, 0, kb);
+    if (e == cudaSuccess)
+        e = cudaMemset(a->vc, 0, vb);
+    if (e != cudaSuccess) {
+        release(a);
+        return sy_err_set(err, e == cudaErrorMemoryAllocation ? SY_ERR_NOMEM : SY_ERR_INTERNAL,
+                          "attn %s: KV cache of %zu bytes: %s", SY_ATTN_NAME, kb + vb, cudaGetErrorString(e));
+    }
+    a->prepared = 1;
+    sy_logf(a->host, SY_LOG_INFO, SY_ATTN_NAME, "KV cache %.1f MiB (%s), %d layers x %d blocks x %d tokens, tile %d",
+            (double)(kb + vb) / 1048576.0, sy_dtype_name(dt), p->n_layers, p->n_blocks, p->block_size,
+            SY_ATTN_KV_TILE);
+    return SY_OK;
+}
+
+static int meta_reserve(attn_cuda *a, size_t n, sy_err *err)
+{
+    if (n <= a->meta_cap)
+        return SY_OK;
+    size_t cap = a->meta_cap ? a->meta_cap : 1024;
+    while (cap < n)
+        cap *= 2;
+    int32_t *h = realloc(a->meta_host, cap * sizeof(int32_t));
+    if (!h)
+        return sy_err_set(err, SY_ERR_NOMEM, "attn %s: step tables of %zu entries", SY_ATTN_NAME, cap);
+    a->meta_host = h;
+    if (a->meta_dev)
+        cudaFree(a->meta_dev); /* synchronous: no queued kernel still reads it */
+    a->meta_dev = NULL;
+    a->meta_cap = 0;
+    SYC_TRY(err, cudaMalloc((void **)&a->meta_dev, cap * sizeof(int32_t)), "attn: step tables");
+    a->meta_cap = cap;
+    return SY_OK;
+}
+
+static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_tensor *q, const sy_tensor *k,
+                   const sy_tensor *v, sy_tensor *out, sy_err *err)
+{
+    attn_cuda *a = inst;
+    if (!a->prepared)
+        return sy_err_set(err, SY_ERR_INVALID, "attn %s: forward before prepare", SY_ATTN_NAME);
+    syk_attn_io io;
+    int rc = syk_attn_check_forward(&a->p, layer, b, q, k, v, out, &io, err);
+    if (rc)
+        return rc;
+    if (b->n_tokens == 0)
+        return SY_OK;
+    const size_t T = (size_t)b->n_tokens, S = (size_t)b->n_seqs, MB = (size_t)b->max_blocks;
+    const size_t n = T + (S + 1) + S + S * MB;
+    if ((rc = meta_reserve(a, n, err)))
+        return rc;
+    int32_t *m = a->meta_host;
+    for (int32_t s = 0; s < b->n_seqs; s++)
+        for (int32_t t = b->tok_start[s]; t < b->tok_start[s + 1]; t++)
+            m[t] = s;
+    memcpy(m + T, b->tok_start, (S + 1) * sizeof(int32_t));
+    memcpy(m + T + S + 1, b->ctx_len, S * sizeof(int32_t));
+    memcpy(m + T + 2 * S + 1, b->block_table, S * MB * sizeof(int32_t));
+    /* From pageable memory: returns once the host buffer has been staged, so it may be refilled next call. */
+    SYC_TRY(err, cudaMemcpyAsync(a->meta_dev, m, n * sizeof(int32_t), cudaMemcpyHostToDevice, 0),
+            "attn: step tables upload");
+    const syat_params prm = {
+        .q = io.q, .k = io.k, .v = io.v, .out = io.out,
+        .ldq = io.ldq, .ldk = io.ldk, .ldv = io.ldv, .ldo = io.ldo,
+        .kc = a->kc, .vc = a->vc, .kvt = (int)a->kvt,
+        .meta = a->meta_dev,
+        .n_tokens = b->n_tokens, .n_seqs = b->n_seqs, .max_blocks = b->max_blocks,
+        .n_kv_heads = a->p.n_kv_heads, .group = a->p.n_heads / a->p.n_kv_heads,
+        .head_dim = a->p.head_dim, .v_head_dim = a->p.v_head_dim, .block_size = a->p.block_size,
+        .n_blocks = a->p.n_blocks, .layer = layer, .window = a->p.sliding_window,
+        .scale = a->p.scale,
+    };
+    if (syat_forward(&prm, &a->smem_opted_in) < 0)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "attn %s: cannot opt in to the shared memory the kernel needs",
+                          SY_ATTN_NAME);
+    return syc_launched(err, "attn forward");
+}
+
+static int copy_blocks(void *inst, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err)
+{
+    attn_cuda *a = inst;
+    if (!a->prepared)
+        return sy_err_set(err, SY_ERR_INVALID, "attn %s: copy_blocks before prepare", SY_ATTN_NAME);
+    int rc = syk_attn_check_copy(&a->p, src, dst, n, err);
+    if (rc || n == 0)
+        return rc;
+    int32_t *pairs = malloc(sizeof(int32_t) * 2 * (size_t)n);
+    if (!pairs)
+        return sy_err_set(err, SY_ERR_NOMEM, "attn %s: copy_blocks of %d pairs", SY_ATTN_NAME, n);
+    for (int32_t i = 0; i < n; i++) {
+        pairs[2 * i] = src[i];
+        pairs[2 * i + 1] = dst[i];
+    }
+    syat_copy_blocks(a->kc, a->vc, (int)a->kvt, pairs, n, (int64_t)a->p.n_layers * a->p.n_kv_heads, a->p.n_blocks,
+                     a->k_tile, a->v_tile);
+    free(pairs);
+    return syc_launched(err, "attn copy_blocks");
+}
+
+static const sy_attn_ops ops = {
+    .struct_size = sizeof(sy_attn_ops),
+    .supports = supports,
+    .prepare = prepare,
+    .forward = forward,
+    .copy_blocks = copy_blocks,
+};
+
+static const sy_plugin_desc desc = {
+    .struct_size = sizeof(sy_plugin_desc),
+    .abi_major = SY_ABI_MAJOR,
+    .abi_minor = SY_ABI_MINOR,
+    .kind = SY_KIND_ATTN,
+    .name = SY_ATTN_NAME,
+    .version = PACKAGE_VERSION,
+    .device = "cuda",
+    .description = "paged attention on NVIDIA GPUs (prefill and decode in one kernel, GQA, sliding window, "
+                   "F32/BF16/F16 KV cache), tiles for this compute capability",
+    .keys = keys,
+    .probe = probe,
+    .create = create,
+    .destroy = destroy,
+    .ops = &ops,
+    .get_proc = NULL,
+};
+
+SY_EXPORT const sy_plugin_desc *SY_PLUGIN_ENTRY(void);
+SY_EXPORT const sy_plugin_desc *SY_PLUGIN_ENTRY(void)
+{
+    return &desc;
+}

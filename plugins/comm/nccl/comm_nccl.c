@@ -1,0 +1,474 @@
+/*
+ * comm/nccl: collectives between GPUs (one per rank, any number of nodes)
+ * through NCCL.
+ *
+ * Rendezvous: rank 0 makes the ncclUniqueId and publishes it as a file
+ * named after the rendezvous string in id_dir (written to a temporary name,
+ * then renamed, so a reader never sees half of it); the other ranks poll
+ * for it until timeout_s. For ranks on several nodes id_dir must be a
+ * shared file system. Rank 0 removes the file once the communicator is up
+ * (every rank has read it by then).
+ *
+ * Timeouts: the communicator is non-blocking (ncclConfig_t.blocking = 0);
+ * init and every collective are polled with ncclCommGetAsyncError and the
+ * completion event, and a peer that does not answer within timeout_s makes
+ * the op fail with SY_ERR_UNAVAILABLE after ncclCommAbort (the instance
+ * then only reports errors). Each collective therefore completes before it
+ * returns.
+ *
+ * Buffers may be device memory (the engine's activations) or host memory
+ * (sy bench-comm); host buffers are staged through a device scratch buffer.
+ * Work is queued on the legacy default stream, like the other CUDA plugins.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+/* nccl.h declares a few functions with empty parameter lists (not prototypes in C). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <nccl.h>
+#pragma GCC diagnostic pop
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sycuda.h"
+
+#define NAME "nccl"
+
+typedef struct comm_nccl {
+    char id_dir[1024];
+    int gpu; /* -1: the device current on the calling thread */
+    int rank, world;
+    int ready, broken;
+    double timeout_s;
+    ncclComm_t comm;
+    cudaEvent_t done;
+    void *stage;
+    size_t stage_cap;
+} comm_nccl;
+
+static const sy_key_decl keys[] = {
+    {"id_dir", SY_KEY_STRING, "/dev/shm",
+     "directory where rank 0 publishes the NCCL unique id for the rendezvous (a shared file system across nodes)",
+     1, 0, NULL},
+    {"gpu", SY_KEY_INT, "-1", "CUDA device of this rank; -1 = the one current on the engine thread (device.gpu)", -1,
+     1023, NULL},
+    {NULL, 0, NULL, NULL, 0, 0, NULL},
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int probe(const sy_host *host, sy_err *why)
+{
+    (void)host;
+    int ma = 0, mi = 0;
+    if (!syc_probe(0, why, &ma, &mi))
+        return 0;
+    return 50;
+}
+
+static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **inst, sy_err *err)
+{
+    (void)host;
+    comm_nccl *c = calloc(1, sizeof *c);
+    if (!c)
+        return sy_err_set(err, SY_ERR_NOMEM, "comm nccl: cannot allocate the instance");
+    const char *dir = sy_kv_get(cfg, n_cfg, "id_dir");
+    snprintf(c->id_dir, sizeof c->id_dir, "%s", dir && *dir ? dir : "/dev/shm");
+    c->gpu = (int)sy_kv_int(cfg, n_cfg, "gpu", -1);
+    c->rank = 0;
+    c->world = 1;
+    *inst = c;
+    return SY_OK;
+}
+
+static void destroy(void *inst)
+{
+    comm_nccl *c = inst;
+    if (!c)
+        return;
+    if (c->comm) {
+        if (c->broken)
+            ncclCommAbort(c->comm);
+        else
+            ncclCommDestroy(c->comm);
+    }
+    if (c->done)
+        cudaEventDestroy(c->done);
+    if (c->stage)
+        cudaFree(c->stage);
+    free(c);
+}
+
+static int rank_of(void *inst)
+{
+    return ((comm_nccl *)inst)->rank;
+}
+
+static int size_of(void *inst)
+{
+    return ((comm_nccl *)inst)->world;
+}
+
+/* The id file for a rendezvous string: its characters outside [A-Za-z0-9._-] become '_'. */
+static void id_path(const comm_nccl *c, const char *rendezvous, char *out, size_t cap)
+{
+    char name[200];
+    size_t i = 0;
+    for (const char *p = rendezvous; *p && i + 1 < sizeof name; p++, i++) {
+        const char ch = *p;
+        const int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+                       ch == '_' || ch == '-';
+        name[i] = ok ? ch : '_';
+    }
+    name[i] = 0;
+    snprintf(out, cap, "%s/sy-nccl-%s.id", c->id_dir, name);
+}
+
+static int publish_id(const char *path, const ncclUniqueId *id, sy_err *err)
+{
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return sy_err_set(err, SY_ERR_IO, "comm nccl: rank 0 cannot write the unique id to %s: %s", tmp,
+                          strerror(errno));
+    const ssize_t w = write(fd, id, sizeof *id);
+    close(fd);
+    if (w != (ssize_t)sizeof *id || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return sy_err_set(err, SY_ERR_IO, "comm nccl: rank 0 cannot publish the unique id as %s: %s", path,
+                          strerror(errno));
+    }
+    return SY_OK;
+}
+
+static int read_id(const char *path, int rank, double deadline, ncclUniqueId *id, sy_err *err)
+{
+    for (;;) {
+        int fd = open(path, O_RDONLY);
+        if (fd >= 0) {
+            const ssize_t r = read(fd, id, sizeof *id);
+            close(fd);
+            if (r == (ssize_t)sizeof *id)
+                return SY_OK;
+            return sy_err_set(err, SY_ERR_IO, "comm nccl: rank %d: %s holds %zd bytes, expected a %zu-byte unique id",
+                              rank, path, r, sizeof *id);
+        }
+        if (deadline > 0 && now_s() > deadline)
+            return sy_err_set(err, SY_ERR_UNAVAILABLE,
+                              "comm nccl: rank %d: rank 0 did not publish the unique id (%s) in time", rank, path);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Polls a non-blocking communicator until its last call finished; aborts it on error or timeout. */
+static int wait_comm(comm_nccl *c, const char *what, double deadline, sy_err *err)
+{
+    for (;;) {
+        ncclResult_t st = ncclInProgress;
+        ncclResult_t r = ncclCommGetAsyncError(c->comm, &st);
+        if (r != ncclSuccess)
+            st = r;
+        if (st == ncclSuccess)
+            return SY_OK;
+        if (st != ncclInProgress) {
+            c->broken = 1;
+            return sy_err_set(err, SY_ERR_UNAVAILABLE, "comm nccl: rank %d of %d: %s failed: %s (%s)", c->rank,
+                              c->world, what, ncclGetErrorString(st), ncclGetLastError(c->comm));
+        }
+        if (deadline > 0 && now_s() > deadline) {
+            c->broken = 1;
+            return sy_err_set(err, SY_ERR_UNAVAILABLE,
+                              "comm nccl: rank %d of %d: %s did not finish within %.1f s (a peer is dead or stuck); "
+                              "communicator aborted",
+                              c->rank, c->world, what, c->timeout_s);
+        }
+        sched_yield();
+    }
+}
+
+static int env_int(const char *const *names, int *out)
+{
+    for (const char *const *n = names; *n; n++) {
+        const char *v = getenv(*n);
+        if (v && *v) {
+            *out = atoi(v);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int setup(void *inst, int rank, int world, const char *rendezvous, double timeout_s, sy_err *err)
+{
+    comm_nccl *c = inst;
+    if (c->ready)
+        return sy_err_set(err, SY_ERR_INVALID, "comm nccl: setup called twice");
+    if (rank < 0 || world <= 0) {
+        static const char *const rk[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK", NULL};
+        static const char *const ws[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE", NULL};
+        if (!env_int(rk, &rank) || !env_int(ws, &world))
+            return sy_err_set(err, SY_ERR_INVALID,
+                              "comm nccl: rank/world size not given and not in the environment "
+                              "(OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, RANK/WORLD_SIZE)");
+    }
+    if (rank < 0 || world <= 0 || rank >= world)
+        return sy_err_set(err, SY_ERR_INVALID, "comm nccl: rank %d of world size %d", rank, world);
+    if (!rendezvous || !*rendezvous)
+        return sy_err_set(err, SY_ERR_INVALID, "comm nccl: an empty rendezvous string; expected one unique per run");
+    c->rank = rank;
+    c->world = world;
+    c->timeout_s = timeout_s;
+    const double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
+    if (c->gpu >= 0)
+        SYC_TRY(err, cudaSetDevice(c->gpu), "comm nccl: cudaSetDevice");
+    char path[1280];
+    id_path(c, rendezvous, path, sizeof path);
+    ncclUniqueId id;
+    int rc;
+    if (rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess)
+            return sy_err_set(err, SY_ERR_UNAVAILABLE, "comm nccl: ncclGetUniqueId: %s", ncclGetErrorString(r));
+        if ((rc = publish_id(path, &id, err)))
+            return rc;
+    } else if ((rc = read_id(path, rank, deadline, &id, err))) {
+        return rc;
+    }
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&c->comm, world, id, rank, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        if (rank == 0)
+            unlink(path);
+        return sy_err_set(err, SY_ERR_UNAVAILABLE, "comm nccl: rank %d of %d: ncclCommInitRankConfig: %s", rank, world,
+                          ncclGetErrorString(r));
+    }
+    rc = wait_comm(c, "communicator init (waiting for every rank)", deadline, err);
+    if (rank == 0)
+        unlink(path);
+    if (rc)
+        return rc;
+    SYC_TRY(err, cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming), "comm nccl: event");
+    c->ready = 1;
+    return SY_OK;
+}
+
+static int check_ready(const comm_nccl *c, const char *op, sy_err *err)
+{
+    if (c->broken)
+        return sy_err_set(err, SY_ERR_UNAVAILABLE, "comm nccl: %s after a failed collective; destroy the instance", op);
+    if (!c->ready && c->world > 1)
+        return sy_err_set(err, SY_ERR_INVALID, "comm nccl: %s before setup", op);
+    return SY_OK;
+}
+
+/* Queued collective done: waits for the completion event and the communicator, under the timeout. */
+static int finish(comm_nccl *c, ncclResult_t r, const char *what, sy_err *err)
+{
+    if (r != ncclSuccess && r != ncclInProgress) {
+        c->broken = 1;
+        return sy_err_set(err, SY_ERR_UNAVAILABLE, "comm nccl: rank %d of %d: %s: %s", c->rank, c->world, what,
+                          ncclGetErrorString(r));
+    }
+    const double deadline = c->timeout_s > 0 ? now_s() + c->timeout_s : 0;
+    int rc = wait_comm(c, what, deadline, err);
+    if (rc)
+        return rc;
+    SYC_TRY(err, cudaEventRecord(c->done, 0), "comm nccl: event record");
+    for (;;) {
+        cudaError_t e = cudaEventQuery(c->done);
+        if (e == cudaSuccess)
+            return SY_OK;
+        if (e != cudaErrorNotReady)
+            return syc_fail(err, e, "comm nccl: collective");
+        if ((rc = wait_comm(c, what, deadline, err)))
+            return rc;
+        sched_yield();
+    }
+}
+
+static int is_device_ptr(const void *p)
+{
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky "invalid value" of a plain host pointer on old runtimes */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+static int stage(comm_nccl *c, size_t bytes, sy_err *err)
+{
+    if (bytes <= c->stage_cap)
+        return SY_OK;
+    if (c->stage)
+        cudaFree(c->stage);
+    c->stage = NULL;
+    c->stage_cap = 0;
+    SYC_TRY(err, cudaMalloc(&c->stage, bytes), "comm nccl: staging buffer");
+    c->stage_cap = bytes;
+    return SY_OK;
+}
+
+static int nccl_type(sy_dtype dt, ncclDataType_t *t)
+{
+    switch (dt) {
+    case SY_DTYPE_F32: *t = ncclFloat32; return 1;
+    case SY_DTYPE_F16: *t = ncclFloat16; return 1;
+    case SY_DTYPE_BF16: *t = ncclBfloat16; return 1;
+    case SY_DTYPE_I32: *t = ncclInt32; return 1;
+    case SY_DTYPE_I64: *t = ncclInt64; return 1;
+    case SY_DTYPE_U8: *t = ncclUint8; return 1;
+    default: return 0;
+    }
+}
+
+static int allreduce_sum(void *inst, sy_tensor *t, sy_err *err)
+{
+    comm_nccl *c = inst;
+    int rc = check_ready(c, "allreduce_sum", err);
+    if (rc)
+        return rc;
+    if (!t || t->dtype != SY_DTYPE_F32)
+        return sy_err_set(err, SY_ERR_INVALID, "comm nccl: allreduce_sum takes an F32 tensor, found %s",
+                          t ? sy_dtype_name(t->dtype) : "NULL");
+    const size_t n = (size_t)sy_tensor_numel(t), bytes = n * sizeof(float);
+    if (c->world == 1 || n == 0)
+        return SY_OK;
+    void *buf = t->data;
+    const int host = !is_device_ptr(buf);
+    if (host) {
+        if ((rc = stage(c, bytes, err)))
+            return rc;
+        SYC_TRY(err, cudaMemcpy(c->stage, t->data, bytes, cudaMemcpyHostToDevice), "comm nccl: stage in");
+        buf = c->stage;
+    }
+    if ((rc = finish(c, ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, c->comm, 0), "allreduce_sum", err)))
+        return rc;
+    if (host)
+        SYC_TRY(err, cudaMemcpy(t->data, c->stage, bytes, cudaMemcpyDeviceToHost), "comm nccl: stage out");
+    return SY_OK;
+}
+
+static int allgather(void *inst, const sy_tensor *in, sy_tensor *out, sy_err *err)
+{
+    comm_nccl *c = inst;
+    int rc = check_ready(c, "allgather", err);
+    if (rc)
+        return rc;
+    ncclDataType_t ty;
+    if (!in || !out || in->dtype != out->dtype || !nccl_type(in->dtype, &ty))
+        return sy_err_set(err, SY_ERR_INVALID, "comm nccl: allgather needs in and out of one dtype among F32, F16, "
+                          "BF16, I32, I64, U8");
+    const size_t n = (size_t)sy_tensor_numel(in), es = (size_t)sy_dtype_bits(in->dtype) / 8;
+    if ((size_t)sy_tensor_numel(out) != n * (size_t)c->world)
+        return sy_err_set(err, SY_ERR_INVALID, "comm nccl: allgather out holds %lld elements, expected %zu x %d ranks",
+                          (long long)sy_tensor_numel(out), n, c->world);
+    if (c->world == 1) {
+        if (n && out->data != in->data)
+            SYC_TRY(err, cudaMemcpy(out->data, in->data, n * es, cudaMemcpyDefault), "comm nccl: allgather copy");
+        return SY_OK;
+    }
+    const void *src = in->data;
+    void *dst = out->data;
+    const int host = !is_device_ptr(dst);
+    if (host) {
+        if ((rc = stage(c, n * es * ((size_t)c->world + 1), err)))
+            return rc;
+        SYC_TRY(err, cudaMemcpy((char *)c->stage + n * es * (size_t)c->world, in->data, n * es, cudaMemcpyDefault),
+                "comm nccl: stage in");
+        src = (char *)c->stage + n * es * (size_t)c->world;
+        dst = c->stage;
+    }
+    if ((rc = finish(c, ncclAllGather(src, dst, n, ty, c->comm, 0), "allgather", err)))
+        return rc;
+    if (host)
+        SYC_TRY(err, cudaMemcpy(out->data, c->stage, n * es * (size_t)c->world, cudaMemcpyDeviceToHost),
+                "comm nccl: stage out");
+    return SY_OK;
+}
+
+static int broadcast(void *inst, void *buf, size_t bytes, int root, sy_err *err)
+{
+    comm_nccl *c = inst;
+    int rc = check_ready(c, "broadcast", err);
+    if (rc)
+        return rc;
+    if (root < 0 || root >= c->world)
+        return sy_err_set(err, SY_ERR_INVALID, "comm nccl: broadcast root %d outside [0, %d)", root, c->world);
+    if (c->world == 1 || bytes == 0)
+        return SY_OK;
+    void *b = buf;
+    const int host = !is_device_ptr(buf);
+    if (host) {
+        if ((rc = stage(c, bytes, err)))
+            return rc;
+        SYC_TRY(err, cudaMemcpy(c->stage, buf, bytes, cudaMemcpyHostToDevice), "comm nccl: stage in");
+        b = c->stage;
+    }
+    if ((rc = finish(c, ncclBroadcast(b, b, bytes, ncclUint8, root, c->comm, 0), "broadcast", err)))
+        return rc;
+    if (host)
+        SYC_TRY(err, cudaMemcpy(buf, c->stage, bytes, cudaMemcpyDeviceToHost), "comm nccl: stage out");
+    return SY_OK;
+}
+
+static int barrier(void *inst, sy_err *err)
+{
+    comm_nccl *c = inst;
+    int rc = check_ready(c, "barrier", err);
+    if (rc || c->world == 1)
+        return rc;
+    if ((rc = stage(c, sizeof(float), err)))
+        return rc;
+    return finish(c, ncclAllReduce(c->stage, c->stage, 1, ncclFloat32, ncclSum, c->comm, 0), "barrier", err);
+}
+
+static const sy_comm_ops ops = {
+    .struct_size = sizeof(sy_comm_ops),
+    .rank = rank_of,
+    .size = size_of,
+    .allreduce_sum = allreduce_sum,
+    .allgather = allgather,
+    .broadcast = broadcast,
+    .barrier = barrier,
+    .setup = setup,
+};
+
+static const sy_plugin_desc desc = {
+    .struct_size = sizeof(sy_plugin_desc),
+    .abi_major = SY_ABI_MAJOR,
+    .abi_minor = SY_ABI_MINOR,
+    .kind = SY_KIND_COMM,
+    .name = NAME,
+    .version = PACKAGE_VERSION,
+    .device = "cuda",
+    .description = "NCCL collectives between GPUs, one per rank (unique id through a file named by the rendezvous; "
+                   "non-blocking communicator with timeouts and abort)",
+    .keys = keys,
+    .probe = probe,
+    .create = create,
+    .destroy = destroy,
+    .ops = &ops,
+    .get_proc = NULL,
+};
+
+SY_EXPORT const sy_plugin_desc *SY_PLUGIN_ENTRY(void);
+SY_EXPORT const sy_plugin_desc *SY_PLUGIN_ENTRY(void)
+{
+    return &desc;
+}

@@ -1,0 +1,287 @@
+/*
+ * device/cuda compute ops. Each op checks every operand (dtype, shape,
+ * layout) on the host, failing with SY_ERR_INVALID naming the op and the
+ * shapes expected and found, then queues its kernel or GEMM. Host-memory
+ * arguments (ids, positions, inv_freq) are copied into device scratch on
+ * the same stream first.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "device_cuda.h"
+#include "device_kern.h"
+
+typedef struct rows_view {
+    float *p;
+    int64_t rows, cols, ld;
+} rows_view;
+
+static int f32_rows(const sy_tensor *t, const char *op, const char *what, rows_view *v, sy_err *err)
+{
+    if (!t)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s is NULL", op, what);
+    if (t->dtype != SY_DTYPE_F32)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must be F32, found %s", op, what, sy_dtype_name(t->dtype));
+    if (syc_view2d(t, &v->rows, &v->cols, &v->ld))
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "%s: %s must be rows of contiguous elements (last stride 1), found ndim %d, last stride %lld",
+                          op, what, t->ndim, t->ndim > 0 ? (long long)t->stride[t->ndim - 1] : 0LL);
+    if (!t->data && v->rows * v->cols > 0)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s has no data", op, what);
+    v->p = t->data;
+    return SY_OK;
+}
+
+static int w_rows(const sy_tensor *t, const char *op, const char *what, int64_t *rows, int64_t *cols, int64_t *ld,
+                  sy_err *err)
+{
+    if (!t)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s is NULL", op, what);
+    if (!syc_wdtype_ok(t->dtype))
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must be F32, F16 or BF16, found %s", op, what,
+                          sy_dtype_name(t->dtype));
+    if (syc_view2d(t, rows, cols, ld))
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must be rows of contiguous elements (last stride 1)", op, what);
+    if (!t->data && *rows * *cols > 0)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s has no data", op, what);
+    return SY_OK;
+}
+
+static int vec_param(const sy_tensor *t, int64_t d, const char *op, const char *what, sy_err *err)
+{
+    int64_t r, c, ld;
+    int rc = w_rows(t, op, what, &r, &c, &ld, err);
+    if (rc)
+        return rc;
+    if (r != 1 || c != d)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must hold [%lld] elements, found [%lld x %lld]", op, what,
+                          (long long)d, (long long)r, (long long)c);
+    return SY_OK;
+}
+
+static int same_shape(const rows_view *a, const rows_view *b, const char *op, const char *an, const char *bn,
+                      sy_err *err)
+{
+    if (a->rows != b->rows || a->cols != b->cols)
+        return sy_err_set(err, SY_ERR_INVALID, "%s: %s is [%lld, %lld] but %s is [%lld, %lld]; expected the same shape",
+                          op, bn, (long long)b->rows, (long long)b->cols, an, (long long)a->rows, (long long)a->cols);
+    return SY_OK;
+}
+
+static int check_eps(float eps, const char *op, sy_err *err)
+{
+    if (!(eps >= 0.0f) || isinf(eps))
+        return sy_err_set(err, SY_ERR_INVALID, "%s: eps must be finite and >= 0, found %g", op, (double)eps);
+    return SY_OK;
+}
+
+/* Copies n host int32 values into d->ids (stream-ordered after earlier users of the buffer). */
+static int upload_i32(sy_cuda_dev *d, const int32_t *src, int64_t n, const char *op, sy_err *err)
+{
+    int rc = sy__cuda_buf(d, &d->ids, sizeof(int32_t) * (size_t)n, op, err);
+    if (rc)
+        return rc;
+    SYC_TRY(err, cudaMemcpyAsync(d->ids.p, src, sizeof(int32_t) * (size_t)n, cudaMemcpyHostToDevice, 0), op);
+    return SY_OK;
+}
+
+/* ----------------------------------------------------------------- embed */
+
+int sy__cuda_embed(void *inst, const sy_tensor *table, const int32_t *ids, int64_t n, sy_tensor *out, sy_err *err)
+{
+    sy_cuda_dev *d = inst;
+    int64_t vocab, h, ld;
+    rows_view o;
+    int rc;
+    if ((rc = w_rows(table, "embed", "table", &vocab, &h, &ld, err)) || (rc = f32_rows(out, "embed", "out", &o, err)))
+        return rc;
+    if (n < 0 || o.rows != n || o.cols != h)
+        return sy_err_set(err, SY_ERR_INVALID, "embed: out must be [n, hidden] = [%lld, %lld], found [%lld, %lld]",
+                          (long long)n, (long long)h, (long long)o.rows, (long long)o.cols);
+    if (n > 0 && !ids)
+        return sy_err_set(err, SY_ERR_INVALID, "embed: ids is NULL");
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return sy_err_set(err, SY_ERR_INVALID, "embed: ids[%lld] = %d is outside the table's [0, %lld) rows",
+                              (long long)i, ids[i], (long long)vocab);
+    if (n == 0)
+        return SY_OK;
+    if ((rc = sy__cuda_enter(d, err)) || (rc = upload_i32(d, ids, n, "embed: ids upload", err)))
+        return rc;
+    sydk_embed(table->data, (int)table->dtype, ld, d->ids.p, n, h, o.p, o.ld);
+    return syc_launched(err, "embed");
+}
+
+/* --------------------------------------------------------------- rmsnorm */
+
+int sy__cuda_rmsnorm(void *inst, const sy_tensor *x, const sy_tensor *w, float eps, sy_tensor *out, sy_err *err)
+{
+    sy_cuda_dev *d = inst;
+    rows_view xv, ov;
+    int rc;
+    if ((rc = f32_rows(x, "rmsnorm", "x", &xv, err)) || (rc = f32_rows(out, "rmsnorm", "out", &ov, err)) ||
+        (rc = same_shape(&xv, &ov, "rmsnorm", "x", "out", err)) || (rc = vec_param(w, xv.cols, "rmsnorm", "w", err)) ||
+        (rc = check_eps(eps, "rmsnorm", err)) || (rc = sy__cuda_enter(d, err)))
+        return rc;
+    sydk_rmsnorm(NULL, 0, xv.p, xv.ld, w->data, (int)w->dtype, eps, ov.p, ov.ld, xv.rows, xv.cols, 0);
+    return syc_launched(err, "rmsnorm");
+}
+
+int sy__cuda_add_rmsnorm(void *inst, sy_tensor *residual, const sy_tensor *x, const sy_tensor *w, float eps,
+                         sy_tensor *out, sy_err *err)
+{
+    sy_cuda_dev *d = inst;
+    rows_view rv, xv, ov;
+    int rc;
+    if ((rc = f32_rows(residual, "add_rmsnorm", "residual", &rv, err)) ||
+        (rc = f32_rows(x, "add_rmsnorm", "x", &xv, err)) || (rc = f32_rows(out, "add_rmsnorm", "out", &ov, err)) ||
+        (rc = same_shape(&rv, &xv, "add_rmsnorm", "residual", "x", err)) ||
+        (rc = same_shape(&rv, &ov, "add_rmsnorm", "residual", "out", err)) ||
+        (rc = vec_param(w, xv.cols, "add_rmsnorm", "w", err)) || (rc = check_eps(eps, "add_rmsnorm", err)) ||
+        (rc = sy__cuda_enter(d, err)))
+        return rc;
+    sydk_rmsnorm(rv.p, rv.ld, xv.p, xv.ld, w->data, (int)w->dtype, eps, ov.p, ov.ld, xv.rows, xv.cols, 1);
+    return syc_launched(err, "add_rmsnorm");
+}
+
+/* ---------------------------------------------------------------- linear */
+
+static cudaDataType_t blas_type(sy_dtype dt)
+{
+    return dt == SY_DTYPE_BF16 ? CUDA_R_16BF : dt == SY_DTYPE_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+/*
+ * Row-major out[n, m] = x[n, k] . w[m, k]^T is, in cuBLAS's column-major
+ * terms, out^T (m x n, ld ldo) = W^T (w read as k x m, transposed) . X^T.
+ */
+static int gemm(sy_cuda_dev *d, const void *w, sy_dtype wdt, int64_t ldw, const void *x, sy_dtype xdt, int64_t ldx,
+                float *out, int64_t ldo, int64_t n, int64_t m, int64_t k, sy_err *err)
+{
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t s = cublasGemmEx(d->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)m, (int)n, (int)k, &one, w, blas_type(wdt),
+                                    (int)ldw, x, blas_type(xdt), (int)ldx, &zero, out, CUDA_R_32F, (int)ldo,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return sy_err_set(err, SY_ERR_INTERNAL, "linear: cublasGemmEx (m %lld, n %lld, k %lld, weights %s): %s",
+                          (long long)m, (long long)n, (long long)k, sy_dtype_name(wdt), cublasGetStatusString(s));
+    return SY_OK;
+}
+
+int sy__cuda_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy_tensor *bias, sy_tensor *out,
+                    sy_err *err)
+{
+    sy_cuda_dev *d = inst;
+    rows_view xv, ov;
+    int64_t m, k, ldw;
+    int rc;
+    if ((rc = f32_rows(x, "linear", "x", &xv, err)) || (rc = w_rows(w, "linear", "w", &m, &k, &ldw, err)) ||
+        (rc = f32_rows(out, "linear", "out", &ov, err)))
+        return rc;
+    if (xv.cols != k)
+        return sy_err_set(err, SY_ERR_INVALID, "linear: x is [%lld, %lld] but w is [%lld, %lld]; expected x [n, %lld]",
+                          (long long)xv.rows, (long long)xv.cols, (long long)m, (long long)k, (long long)k);
+    if (ov.rows != xv.rows || ov.cols != m)
+        return sy_err_set(err, SY_ERR_INVALID, "linear: out must be [n, m] = [%lld, %lld], found [%lld, %lld]",
+                          (long long)xv.rows, (long long)m, (long long)ov.rows, (long long)ov.cols);
+    if (bias && (rc = vec_param(bias, m, "linear", "bias", err)))
+        return rc;
+    if (m > INT32_MAX || k > INT32_MAX || 2 * xv.rows > INT32_MAX)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "linear: [%lld x %lld] . [%lld x %lld]^T exceeds cuBLAS's int sizes",
+                          (long long)xv.rows, (long long)k, (long long)m, (long long)k);
+    const int64_t n = xv.rows;
+    if (n == 0 || m == 0)
+        return SY_OK;
+    if (xv.p == ov.p)
+        return sy_err_set(err, SY_ERR_INVALID, "linear: out overlaps x; the product cannot be computed in place");
+    if ((rc = sy__cuda_enter(d, err)))
+        return rc;
+    const int bdt = bias ? (int)bias->dtype : 0;
+    if (w->dtype == SY_DTYPE_F32) {
+        if ((rc = gemm(d, w->data, w->dtype, ldw, xv.p, SY_DTYPE_F32, xv.ld, ov.p, ov.ld, n, m, k, err)))
+            return rc;
+        if (bias)
+            sydk_combine(NULL, n, m, bias->data, bdt, ov.p, ov.ld, 0);
+        return syc_launched(err, "linear bias");
+    }
+    const size_t es = 2;
+    const int64_t xrows = d->split ? 2 * n : n;
+    if ((rc = sy__cuda_buf(d, &d->act16, (size_t)(2 * n * k) * es, "linear: activation scratch", err)))
+        return rc;
+    sydk_split(xv.p, xv.ld, n, k, d->act16.p, (int)w->dtype);
+    if ((rc = syc_launched(err, "linear: activation split")))
+        return rc;
+    if (!d->split) { /* the hi half alone is x rounded once */
+        if ((rc = gemm(d, w->data, w->dtype, ldw, d->act16.p, w->dtype, k, ov.p, ov.ld, n, m, k, err)))
+            return rc;
+        if (bias)
+            sydk_combine(NULL, n, m, bias->data, bdt, ov.p, ov.ld, 0);
+        return syc_launched(err, "linear bias");
+    }
+    if ((rc = sy__cuda_buf(d, &d->tmp, sizeof(float) * (size_t)(xrows * m), "linear: product scratch", err)) ||
+        (rc = gemm(d, w->data, w->dtype, ldw, d->act16.p, w->dtype, k, d->tmp.p, m, xrows, m, k, err)))
+        return rc;
+    sydk_combine(d->tmp.p, n, m, bias ? bias->data : NULL, bdt, ov.p, ov.ld, 1);
+    return syc_launched(err, "linear: combine");
+}
+
+/* ------------------------------------------------------------------ rope */
+
+int sy__cuda_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_params *p, sy_err *err)
+{
+    sy_cuda_dev *d = inst;
+    rows_view xv;
+    int rc = f32_rows(x, "rope", "x", &xv, err);
+    if (rc)
+        return rc;
+    if (!p || p->struct_size < offsetof(sy_rope_params, mscale) + sizeof p->mscale)
+        return sy_err_set(err, SY_ERR_INVALID, "rope: params missing or too old (struct_size %u)",
+                          p ? p->struct_size : 0u);
+    if (p->head_dim <= 0 || xv.cols % p->head_dim)
+        return sy_err_set(err, SY_ERR_INVALID, "rope: x is [%lld, %lld], not a whole number of heads of head_dim %d",
+                          (long long)xv.rows, (long long)xv.cols, p->head_dim);
+    if (p->rotary_dim <= 0 || p->rotary_dim > p->head_dim || p->rotary_dim % 2)
+        return sy_err_set(err, SY_ERR_INVALID, "rope: rotary_dim %d must be even and in (0, head_dim %d]",
+                          p->rotary_dim, p->head_dim);
+    if (!p->inv_freq || (xv.rows > 0 && !pos))
+        return sy_err_set(err, SY_ERR_INVALID, "rope: %s is NULL", p->inv_freq ? "pos" : "inv_freq");
+    if (xv.rows == 0)
+        return SY_OK;
+    const size_t fb = sizeof(float) * (size_t)(p->rotary_dim / 2);
+    if ((rc = sy__cuda_enter(d, err)) || (rc = upload_i32(d, pos, xv.rows, "rope: positions upload", err)) ||
+        (rc = sy__cuda_buf(d, &d->freq, fb, "rope: inv_freq scratch", err)))
+        return rc;
+    SYC_TRY(err, cudaMemcpyAsync(d->freq.p, p->inv_freq, fb, cudaMemcpyHostToDevice, 0), "rope: inv_freq upload");
+    sydk_rope(xv.p, xv.ld, d->ids.p, d->freq.p, xv.rows, (int)(xv.cols / p->head_dim), p->head_dim, p->rotary_dim,
+              p->neox, p->mscale);
+    return syc_launched(err, "rope");
+}
+
+/* ------------------------------------------------------ silu_mul and add */
+
+int sy__cuda_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up, sy_tensor *out, sy_err *err)
+{
+    sy_cuda_dev *d = inst;
+    rows_view g, u, o;
+    int rc;
+    if ((rc = f32_rows(gate, "silu_mul", "gate", &g, err)) || (rc = f32_rows(up, "silu_mul", "up", &u, err)) ||
+        (rc = f32_rows(out, "silu_mul", "out", &o, err)) || (rc = same_shape(&g, &u, "silu_mul", "gate", "up", err)) ||
+        (rc = same_shape(&g, &o, "silu_mul", "gate", "out", err)) || (rc = sy__cuda_enter(d, err)))
+        return rc;
+    sydk_silu_mul(g.p, g.ld, u.p, u.ld, o.p, o.ld, g.rows, g.cols);
+    return syc_launched(err, "silu_mul");
+}
+
+int sy__cuda_add(void *inst, sy_tensor *acc, const sy_tensor *x, sy_err *err)
+{
+    sy_cuda_dev *d = inst;
+    rows_view a, b;
+    int rc;
+    if ((rc = f32_rows(acc, "add", "acc", &a, err)) || (rc = f32_rows(x, "add", "x", &b, err)) ||
+        (rc = same_shape(&a, &b, "add", "acc", "x", err)) || (rc = sy__cuda_enter(d, err)))
+        return rc;
+    sydk_add(a.p, a.ld, b.p, b.ld, a.rows, a.cols);
+    return syc_launched(err, "add");
+}

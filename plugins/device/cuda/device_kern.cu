@@ -1,0 +1,200 @@
+/*
+ * device/cuda kernels: the memory-bound glue between the GEMMs. One thread
+ * block per row for the reductions (rmsnorm), a grid-stride loop for the
+ * elementwise ops. All launch on the legacy default stream (see sycuda.h)
+ * and use only static shared memory.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "device_kern.h"
+#include "sycuda_conv.cuh"
+
+#define ROW_THREADS 256
+#define EW_THREADS 256
+
+/* Grid size for n elements of a grid-stride loop, capped so huge tensors still launch. */
+static unsigned ew_blocks(int64_t n)
+{
+    int64_t b = (n + EW_THREADS - 1) / EW_THREADS;
+    if (b < 1)
+        b = 1;
+    return (unsigned)(b > 65535 * 8 ? 65535 * 8 : b);
+}
+
+/* ------------------------------------------------------------------ embed */
+
+__global__ void k_embed(const void *table, int dt, int64_t ldt, const int32_t *ids, int64_t n, int64_t cols,
+                        float *out, int64_t ldo)
+{
+    const int64_t r = blockIdx.x;
+    if (r >= n)
+        return;
+    const int64_t base = (int64_t)ids[r] * ldt;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        out[r * ldo + c] = syc_load(table, dt, base + c);
+}
+
+extern "C" void sydk_embed(const void *table, int dt, int64_t ldt, const int32_t *ids_dev, int64_t n, int64_t cols,
+                           float *out, int64_t ldo)
+{
+    if (n > 0)
+        k_embed<<<(unsigned)n, ROW_THREADS>>>(table, dt, ldt, ids_dev, n, cols, out, ldo);
+}
+
+/* ---------------------------------------------------------------- rmsnorm */
+
+/*
+ * The sum of squares in double, as the CPU kernel does, so a row's scale
+ * agrees with the float64 reference to F32 rounding; the row is read twice
+ * (the second time from L1/L2).
+ */
+__global__ void k_rmsnorm(float *res, int64_t ldr, const float *x, int64_t ldx, const void *w, int wdt, float eps,
+                          float *out, int64_t ldo, int64_t cols, int add)
+{
+    __shared__ double red[32];
+    const int64_t r = blockIdx.x;
+    const float *src = x + r * ldx;
+    float *rr = add ? res + r * ldr : NULL;
+    double ss = 0.0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        float v = src[c];
+        if (add) {
+            v = rr[c] + v;
+            rr[c] = v;
+        }
+        ss += (double)v * (double)v;
+    }
+    ss = syc_block_sum(ss, red);
+    const float inv = (float)(1.0 / sqrt(ss / (double)cols + (double)eps));
+    const float *nsrc = add ? rr : src;
+    float *o = out + r * ldo;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        o[c] = (nsrc[c] * inv) * syc_load(w, wdt, c);
+}
+
+extern "C" void sydk_rmsnorm(float *res, int64_t ldr, const float *x, int64_t ldx, const void *w, int wdt, float eps,
+                             float *out, int64_t ldo, int64_t rows, int64_t cols, int add)
+{
+    if (rows > 0)
+        k_rmsnorm<<<(unsigned)rows, ROW_THREADS>>>(res, ldr, x, ldx, w, wdt, eps, out, ldo, cols, add);
+}
+
+/* ------------------------------------------------------------------- rope */
+
+/* The angle and its cos/sin in double, like the CPU plugin: pos * inv_freq reaches thousands of radians. */
+__global__ void k_rope(float *x, int64_t ldx, const int32_t *pos, const float *inv_freq, int64_t rows, int heads,
+                       int head_dim, int rotary_dim, int neox, float mscale)
+{
+    const int64_t r = blockIdx.x;
+    if (r >= rows)
+        return;
+    const int half = rotary_dim / 2;
+    const double p = (double)pos[r];
+    float *row = x + r * ldx;
+    for (int i = threadIdx.x; i < heads * half; i += blockDim.x) {
+        const int h = i / half, j = i % half;
+        double s, c;
+        sincos(p * (double)inv_freq[j], &s, &c);
+        const float cf = (float)(c * (double)mscale), sf = (float)(s * (double)mscale);
+        float *v = row + (int64_t)h * head_dim;
+        const int ia = neox ? j : 2 * j, ib = neox ? j + half : 2 * j + 1;
+        const float a = v[ia], b = v[ib];
+        v[ia] = a * cf - b * sf;
+        v[ib] = b * cf + a * sf;
+    }
+}
+
+extern "C" void sydk_rope(float *x, int64_t ldx, const int32_t *pos_dev, const float *inv_freq_dev, int64_t rows,
+                          int heads, int head_dim, int rotary_dim, int neox, float mscale)
+{
+    if (rows > 0)
+        k_rope<<<(unsigned)rows, ROW_THREADS>>>(x, ldx, pos_dev, inv_freq_dev, rows, heads, head_dim, rotary_dim,
+                                                neox, mscale);
+}
+
+/* ------------------------------------------------------------ elementwise */
+
+/* op 0: out = silu(a) * b; op 1: a += b. */
+__global__ void k_ew(float *a, int64_t lda, const float *b, int64_t ldb, float *out, int64_t ldo, int64_t rows,
+                     int64_t cols, int op)
+{
+    const int64_t n = rows * cols;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / cols, c = i % cols;
+        const float av = a[r * lda + c], bv = b[r * ldb + c];
+        if (op == 0)
+            out[r * ldo + c] = av / (1.0f + expf(-av)) * bv;
+        else
+            a[r * lda + c] = av + bv;
+    }
+}
+
+extern "C" void sydk_silu_mul(const float *gate, int64_t ldg, const float *up, int64_t ldu, float *out, int64_t ldo,
+                              int64_t rows, int64_t cols)
+{
+    if (rows * cols > 0)
+        k_ew<<<ew_blocks(rows * cols), EW_THREADS>>>((float *)gate, ldg, up, ldu, out, ldo, rows, cols, 0);
+}
+
+extern "C" void sydk_add(float *acc, int64_t lda, const float *x, int64_t ldx, int64_t rows, int64_t cols)
+{
+    if (rows * cols > 0)
+        k_ew<<<ew_blocks(rows * cols), EW_THREADS>>>(acc, lda, x, ldx, NULL, 0, rows, cols, 1);
+}
+
+/* ----------------------------------------------------------------- linear */
+
+/*
+ * x [n, k] F32 -> hi [n, k] and lo [n, k] in the weight's 16-bit type, with
+ * hi + lo == x to about 16 bits of mantissa: one GEMM over the 2n rows then
+ * gives the product of an F32 x with 16-bit weights almost as exactly as
+ * the CPU's F32 arithmetic, at one read of the weights.
+ */
+__global__ void k_split(const float *x, int64_t ldx, int64_t n, int64_t k, void *dst, int dt)
+{
+    const int64_t total = n * k;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / k, c = i % k;
+        const float v = x[r * ldx + c];
+        float hi;
+        if (dt == SYC_BF16) {
+            __nv_bfloat16 h = __float2bfloat16_rn(v);
+            hi = __bfloat162float(h);
+            ((__nv_bfloat16 *)dst)[i] = h;
+            ((__nv_bfloat16 *)dst)[total + i] = __float2bfloat16_rn(v - hi);
+        } else {
+            __half h = __float2half_rn(v);
+            hi = __half2float(h);
+            ((__half *)dst)[i] = h;
+            ((__half *)dst)[total + i] = __float2half_rn(v - hi);
+        }
+    }
+}
+
+extern "C" void sydk_split(const float *x, int64_t ldx, int64_t n, int64_t k, void *dst, int dt)
+{
+    if (n * k > 0)
+        k_split<<<ew_blocks(n * k), EW_THREADS>>>(x, ldx, n, k, dst, dt);
+}
+
+/* out[r] = tmp[r] + tmp[n + r] (+ bias); tmp [2n, m] contiguous. halves 0: out[r] += bias only. */
+__global__ void k_combine(const float *tmp, int64_t n, int64_t m, const void *bias, int bdt, float *out, int64_t ldo,
+                          int halves)
+{
+    const int64_t total = n * m;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / m, c = i % m;
+        float v = halves ? tmp[i] + tmp[total + i] : out[r * ldo + c];
+        if (bias)
+            v += syc_load(bias, bdt, c);
+        out[r * ldo + c] = v;
+    }
+}
+
+extern "C" void sydk_combine(const float *tmp, int64_t n, int64_t m, const void *bias, int bdt, float *out,
+                             int64_t ldo, int halves)
+{
+    if (n * m > 0)
+        k_combine<<<ew_blocks(n * m), EW_THREADS>>>(tmp, n, m, bias, bdt, out, ldo, halves);
+}

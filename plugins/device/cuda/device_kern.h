@@ -1,0 +1,36 @@
+/*
+ * Launchers of the device/cuda kernels (device_kern.cu), callable from C.
+ * Pointers are device memory; every launcher queues on the legacy default
+ * stream and returns at once (errors surface through cudaGetLastError).
+ * dt/wdt/bdt are sy_dtype values (F32, F16 or BF16).
+ */
+#ifndef SY_DEVICE_KERN_H
+#define SY_DEVICE_KERN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void sydk_embed(const void *table, int dt, int64_t ldt, const int32_t *ids_dev, int64_t n, int64_t cols, float *out,
+                int64_t ldo);
+/* add: res += x first, then out = rmsnorm(res) * w; else out = rmsnorm(x) * w (res unused). */
+void sydk_rmsnorm(float *res, int64_t ldr, const float *x, int64_t ldx, const void *w, int wdt, float eps, float *out,
+                  int64_t ldo, int64_t rows, int64_t cols, int add);
+void sydk_rope(float *x, int64_t ldx, const int32_t *pos_dev, const float *inv_freq_dev, int64_t rows, int heads,
+               int head_dim, int rotary_dim, int neox, float mscale);
+void sydk_silu_mul(const float *gate, int64_t ldg, const float *up, int64_t ldu, float *out, int64_t ldo, int64_t rows,
+                   int64_t cols);
+void sydk_add(float *acc, int64_t lda, const float *x, int64_t ldx, int64_t rows, int64_t cols);
+/* dst holds 2 * n * k elements of dt (F16 or BF16): hi rows, then lo rows. */
+void sydk_split(const float *x, int64_t ldx, int64_t n, int64_t k, void *dst, int dt);
+/* halves 1: out = tmp[:n] + tmp[n:] (+ bias); halves 0: out += bias. */
+void sydk_combine(const float *tmp, int64_t n, int64_t m, const void *bias, int bdt, float *out, int64_t ldo,
+                  int halves);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,56 @@
+#!/bin/sh
+# DeepSeek-family config.json and checkpoint mistakes are refused with a
+# message naming the field or tensor, what was expected and what was found.
+set -u
+: "${SY_BUILDDIR:?run through make check}"
+PY=${PYTHON_NUMPY:-/usr/bin/python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+n=0
+for p in test-deepseek-v3 test-glm4-moe test-glm5 test-llama; do
+    "$SY_BUILDDIR/sy-mkmodel" --preset $p --quiet --out "$tmp/$p" || { echo "FAIL: sy-mkmodel $p"; exit 1; }
+done
+
+# refuse NAME PRESET PYTHON-EDIT-OF-c PATTERN...: the edited checkpoint must fail to load with every pattern.
+refuse() {
+    name=$1 preset=$2 edit=$3
+    shift 3
+    n=$((n + 1))
+    dir="$tmp/$name"
+    rm -rf "$dir"
+    cp -r "$tmp/$preset" "$dir"
+    "$PY" -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); $edit; json.dump(c, open(p, 'w'))" \
+        "$dir/config.json" || { echo "FAIL $name: cannot edit config.json"; fails=$((fails + 1)); return; }
+    if "$SY_BUILDDIR/switchyard" generate -q -c "$SY_BUILDDIR/etc/switchyard-build.ini" --model "$dir" \
+        --prompt-ids 1,2,3 -n 1 >/dev/null 2>"$tmp/err"; then
+        echo "FAIL $name: loaded, expected a refusal"
+        fails=$((fails + 1))
+        return
+    fi
+    for pat in "$@"; do
+        if ! grep -q -- "$pat" "$tmp/err"; then
+            echo "FAIL $name: message lacks '$pat': $(cat "$tmp/err")"
+            fails=$((fails + 1))
+            return
+        fi
+    done
+    echo "ok   $name: $(head -1 "$tmp/err")"
+}
+
+refuse topk-method test-deepseek-v3 'c["topk_method"] = "greedy"' "topk_method 'greedy' is not supported" "noaux_tc"
+refuse mla-bias test-deepseek-v3 'c["attention_bias"] = True' "'attention_bias' is true"
+refuse v-head-dim test-deepseek-v3 'c["v_head_dim"] = 20' "o_proj.weight' has shape \[64, 96\]" \
+    "num_attention_heads\*v_head_dim\] = \[64, 80\]"
+refuse kv-lora test-deepseek-v3 'c["kv_lora_rank"] = 40' "kv_a_proj_with_mqa.weight' has shape \[40, 64\]" \
+    "kv_lora_rank+qk_rope_head_dim, hidden_size\] = \[48, 64\]"
+refuse groups test-glm4-moe 'c["n_group"] = 3; c["topk_group"] = 1' "n_group (3) does not divide n_routed_experts (8)"
+refuse yarn-llama test-llama \
+    'c["rope_scaling"] = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128}' \
+    "rope_type' is not\|type 'yarn' is not supported" "yarn only for MLA models"
+refuse first-shared test-glm5 'c["indexer_types"] = ["shared", "full", "full"]' "indexer_types" "element 0"
+refuse indexer-missing test-glm5 'c["indexer_types"] = ["full", "full", "full"]' \
+    "model.layers.2.self_attn.indexer.wq_b.weight' (DSA indexer query projection" "is missing"
+refuse mlp-types test-glm5 'c["mlp_layer_types"] = ["dense", "sparse"]' "mlp_layer_types' should list 3 strings"
+echo "$((n - fails)) passed, $fails failed"
+[ $fails -eq 0 ]

@@ -1,0 +1,56 @@
+/*
+ * Fuzz target: the OpenAI request parser of the HTTP frontend
+ * (plugins/frontend/http/http_openai.c), which turns a JSON body into an
+ * sy_request or a 4xx naming the JSON path of the bad field. The input is
+ * the request body; it is handled as POST /v1/chat/completions and as
+ * POST /v1/completions on the in-process fake server, whose engine checks
+ * every submitted sy_request against the plugin.h contract and answers it
+ * (text, logprobs, DONE or ERROR) so the answer paths run too.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_common.h"
+#include "fuzz_http_env.h"
+
+static fuzz_http_env *env; /* libFuzzer gives no context: one server per process */
+
+static void free_env(void) { fuzz_http_env_free(env); }
+
+static void one(const uint8_t *data, size_t size, int chat)
+{
+    http_conn *c = fuzz_http_reconnect(env);
+    if (!c)
+        abort();
+    http_stream *st = http_stream_new(c, 0);
+    if (!st)
+        abort();
+    strcpy(st->method, "POST");
+    strcpy(st->path, chat ? "/v1/chat/completions" : "/v1/completions");
+    st->has_content_length = 1;
+    st->content_length = size;
+    if (hbuf_append(&st->body, data, size) < 0)
+        abort();
+    c->streams = st;
+    st->dispatched = 1;
+    http_openai_handle(st, chat);
+    fuzz_http_flush(env);
+    if (fuzz_http_conn(env))
+        fuzz_http_run_engine(env);
+    fuzz_http_reset(env);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!env) {
+        env = fuzz_http_env_new();
+        if (!env)
+            abort();
+        atexit(free_env);
+    }
+    one(data, size, 1);
+    one(data, size, 0);
+    return 0;
+}

@@ -1,0 +1,140 @@
+#!/bin/sh
+# The GPU run: needs one NVIDIA GPU (compute capability 8.x, 9.0 or 12.x),
+# the CUDA toolkit and the build dependencies; about 5-8 minutes on an H200.
+#
+#   1. builds switchyard with the CUDA plugins (configure --with-cuda) in
+#      $SY_GPU_BUILD (default /tmp/sy-gpu-build)
+#   2. switchyard doctor
+#   3. tests/gpu/test_cuda_ops: every CUDA op against the CPU plugins on
+#      random inputs (relative-error bounds per dtype; NaN never passes)
+#   4. switchyard generate on the shared models with etc/examples/cuda.ini:
+#      the greedy ids must equal $SY_SHARED_DIR/models/expected_greedy.json's
+#   5. a synthetic 8B-class bf16 llama (sy-mkmodel, seeded, ~16 GB in
+#      $SY_GPU_MODEL_DIR, default /tmp/sy-gpu-model-8b), the GPU's copy
+#      bandwidth (tests/gpu/bw_probe), and decode tok/s at batch 1 and 64
+#      next to the bandwidth bound (weight bytes per step / bandwidth)
+#
+# Usage: tests/gpu/run.sh [--no-build] [--skip-8b]   (from the source tree)
+# SY_GPU_CONFIG replaces etc/examples/cuda.ini in steps 4-5 (a CPU config
+# there lets the script's own logic be tried on a machine without a GPU).
+# Exit status: 0 when steps 1-4 pass (step 5 prints a table, asserts
+# nothing about speed); 1 otherwise. Each step's log is in $SY_GPU_BUILD/gpu-logs.
+set -u
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=${SY_GPU_BUILD:-/tmp/sy-gpu-build}
+model8b=${SY_GPU_MODEL_DIR:-/tmp/sy-gpu-model-8b}
+shared=${SY_SHARED_DIR:-$src/../shared}
+config=${SY_GPU_CONFIG:-$src/etc/examples/cuda.ini}
+jobs=$(nproc 2>/dev/null || echo 4)
+do_build=yes
+do_8b=yes
+for a in "$@"; do
+    case $a in
+        --no-build) do_build=no ;;
+        --skip-8b) do_8b=no ;;
+        *) echo "usage: tests/gpu/run.sh [--no-build] [--skip-8b]" >&2; exit 2 ;;
+    esac
+done
+logs=$build/gpu-logs
+mkdir -p "$logs" || exit 1
+fail=0
+t_start=$(date +%s)
+step() { echo; echo "== $* ($(($(date +%s) - t_start)) s)"; }
+bad() { echo "FAIL: $*"; fail=1; }
+
+step "1. build (configure --with-cuda, make -j$jobs)"
+if [ $do_build = yes ]; then
+    if [ ! -x "$src/configure" ]; then
+        (cd "$src" && autoreconf -fi) >"$logs/autoreconf.log" 2>&1 || { cat "$logs/autoreconf.log"; exit 1; }
+    fi
+    (cd "$build" && "$src/configure" --with-cuda --enable-werror --with-shared-dir="$shared") >"$logs/configure.log" 2>&1 ||
+        { tail -30 "$logs/configure.log"; echo "FAIL: configure (missing packages? tools/install-deps.sh)"; exit 1; }
+    (cd "$build" && make -j"$jobs" && make -j"$jobs" tests/gpu/test_cuda_ops tests/gpu/bench_decode tests/gpu/bw_probe) \
+        >"$logs/make.log" 2>&1 || { tail -40 "$logs/make.log"; echo "FAIL: build"; exit 1; }
+fi
+sy=$build/switchyard
+plugins=$build/build-plugins
+for f in "$sy" "$plugins/sy-device-cuda.so" "$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/bw_probe"; do
+    [ -e "$f" ] || { echo "FAIL: $f missing (configure found no CUDA? see $logs/configure.log)"; exit 1; }
+done
+"$src/tools/check-cuda-smem.sh" "$build" | tail -1
+
+step "2. switchyard doctor"
+"$sy" doctor --plugin-dir "$plugins" | tee "$logs/doctor.log"
+rc=$?
+[ "$rc" -eq 0 ] || bad "doctor exited $rc (0 expected with a usable GPU)"
+
+step "3. CUDA ops against the CPU plugins"
+"$build/tests/gpu/test_cuda_ops" --plugin-dir "$plugins" >"$logs/ops.log" 2>&1
+rc=$?
+grep -E '^(FAIL|loaded)' "$logs/ops.log"
+tail -1 "$logs/ops.log"
+[ "$rc" -eq 0 ] || bad "test_cuda_ops exited $rc (see $logs/ops.log)"
+
+step "4. golden greedy generations with $config"
+expected=$shared/models/expected_greedy.json
+if [ ! -f "$expected" ]; then
+    bad "$expected not found (set SY_SHARED_DIR)"
+else
+    # One line per case: model, prompt ids, expected ids (comma-separated).
+    python3 - "$expected" >"$logs/golden-cases.txt" <<'PY' || bad "cannot read $expected with python3"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for name, cases in d["models"].items():
+    for c in cases:
+        print(name, ",".join(map(str, c["prompt_ids"])), " ".join(map(str, c["greedy_ids"])))
+PY
+    n=0
+    nbad=0
+    while read -r name pids want; do
+        n=$((n + 1))
+        nw=$(echo "$want" | wc -w)
+        got=$("$sy" generate -c "$config" --plugin-dir "$plugins" --model "$shared/models/$name" \
+            --set scheduler.max_running=4 --set scheduler.kv_cache_size=256M \
+            --prompt-ids "$pids" -n "$nw" --ignore-eos --print-ids -q 2>&1 >/dev/null | sed -n 's/^generated_ids: //p')
+        if [ "$got" = "$want" ]; then
+            echo "ok   $name prompt $pids"
+        else
+            nbad=$((nbad + 1))
+            echo "FAIL $name prompt $pids"
+            echo "     expected: $want"
+            echo "     got:      $got"
+        fi
+    done <"$logs/golden-cases.txt"
+    echo "golden: $n cases, $nbad differ"
+    [ "$n" -gt 0 ] || bad "no golden cases read"
+    [ "$nbad" -eq 0 ] || bad "$nbad golden generations differ"
+fi
+
+step "5. decode speed of a synthetic 8B-class bf16 llama"
+if [ $do_8b = yes ]; then
+    if [ ! -f "$model8b/config.json" ]; then
+        # Llama-3-8B's shape (hidden 4096, 32 layers, 32/8 heads, ffn 14336) with a 32000 vocabulary.
+        "$build/sy-mkmodel" --preset bench-110m --out "$model8b" --hidden 4096 --layers 32 --heads 32 --kv-heads 8 \
+            --ffn 14336 --vocab 32000 --no-tie --max-pos 4096 --dtype bf16 --shards 4 --quiet \
+            >"$logs/mkmodel.log" 2>&1 || { tail -5 "$logs/mkmodel.log"; bad "sy-mkmodel 8b"; }
+    fi
+    bw=$("$build/tests/gpu/bw_probe" | sed -n 's/^d2d_bandwidth_gbs //p')
+    echo "device copy bandwidth: ${bw:-?} GB/s (cudaMemcpy D2D, read + write)"
+    printf '| batch | tok/s | ms/step | bound tok/s (batch x bandwidth / weight bytes) | of bound |\n|---:|---:|---:|---:|---:|\n'
+    for b in 1 64; do
+        line=$("$build/tests/gpu/bench_decode" -c "$config" --plugin-dir "$plugins" \
+            --set "model.path=$model8b" --set attention.kv_dtype=bf16 --batch $b --prompt 32 --steps 32 2>"$logs/bench-$b.log")
+        echo "$line" >>"$logs/bench-$b.log"
+        tps=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p')
+        ms=$(echo "$line" | sed -n 's/.*(\([0-9.]*\) ms\/step).*/\1/p')
+        wb=$(echo "$line" | sed -n 's/.*weights \([0-9]*\) bytes.*/\1/p')
+        if [ -z "$tps" ] || [ -z "$bw" ] || [ -z "$wb" ]; then
+            echo "| $b | failed: $(tail -1 "$logs/bench-$b.log") | | | |"
+            continue
+        fi
+        awk -v b="$b" -v t="$tps" -v ms="$ms" -v bw="$bw" -v wb="$wb" 'BEGIN {
+            bound = b * bw * 1e9 / wb; printf "| %d | %.1f | %.2f | %.1f | %.0f%% |\n", b, t, ms, bound, 100 * t / bound }'
+    done
+else
+    echo "skipped (--skip-8b)"
+fi
+
+step "done"
+[ $fail -eq 0 ] && echo "GPU run: PASS" || echo "GPU run: FAIL"
+exit $fail

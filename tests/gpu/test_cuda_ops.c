@@ -1,0 +1,454 @@
+/*
+ * test_cuda_ops: every op of the CUDA plugins against the CPU plugins on
+ * seeded random inputs, both sets loaded through the loader exactly as the
+ * engine loads them. Needs an NVIDIA GPU (tests/gpu/run.sh runs it); it is
+ * built by every `make check` so it keeps compiling, but it is not in TESTS.
+ *
+ * Each comparison prints one line: op, case, max |gpu - cpu| / max |cpu|,
+ * and the bound. NaN or Inf on either side fails whatever the bound. The
+ * bounds: 1e-5 where both sides compute in F32 from the same inputs
+ * (glue ops, attention, MoE: only the summation order differs), 2e-5 for
+ * linear on 16-bit weights (the GPU multiplies the activations as a 16-bit
+ * hi + lo pair, ~16 mantissa bits of each activation), 3e-2 for
+ * device.linear = round (activations rounded once to the weight's type).
+ *
+ * usage: test_cuda_ops [--plugin-dir DIR] [--attention NAME]   (default $SY_PLUGIN_DIR, auto)
+ * exit 0 when every comparison is within its bound, 1 otherwise, 2 when a plugin cannot be loaded.
+ */
+#include "config.h"
+
+#include "plugin/config.h"
+#include "plugin/host.h"
+#include "plugin/loader.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct side {
+    const char *name;
+    sy_plugin_inst *dev, *attn, *moe;
+    const sy_device_ops *d;
+    const sy_attn_ops *a;
+    const sy_moe_ops *m;
+} side;
+
+static int failures, checks;
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *rand_f32(size_t n, float scale)
+{
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand() * scale;
+    return p;
+}
+
+/* Host weight data of n values in dtype dt (rounded from F32). */
+static void *as_dtype(const float *src, size_t n, sy_dtype dt)
+{
+    if (dt == SY_DTYPE_F32) {
+        float *p = malloc(sizeof(float) * n);
+        memcpy(p, src, sizeof(float) * n);
+        return p;
+    }
+    uint16_t *p = malloc(sizeof(uint16_t) * n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = dt == SY_DTYPE_BF16 ? sy_f32_to_bf16(src[i]) : sy_f32_to_f16(src[i]);
+    return p;
+}
+
+static void die(const char *what, const sy_err *err)
+{
+    fprintf(stderr, "test_cuda_ops: %s: %s\n", what, err->msg);
+    exit(2);
+}
+
+static void compare(const char *op, const char *cas, const float *gpu, const float *cpu, size_t n, double bound)
+{
+    double mx = 0, diff = 0;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(gpu[i]) || !isfinite(cpu[i]))
+            bad = 1;
+        mx = fmax(mx, fabs((double)cpu[i]));
+        diff = fmax(diff, fabs((double)gpu[i] - (double)cpu[i]));
+    }
+    const double rel = diff / (mx > 1e-30 ? mx : 1e-30);
+    checks++;
+    const int ok = !bad && rel <= bound && n > 0;
+    failures += !ok;
+    printf("%-4s %-14s %-44s rel %.2e  bound %.0e%s\n", ok ? "ok" : "FAIL", op, cas, rel, bound,
+           bad ? "  (NaN/Inf)" : n == 0 ? "  (empty)" : "");
+}
+
+/* ------------------------------------------------------------- tensors */
+
+static sy_tensor dev_tensor(side *s, sy_dtype dt, int64_t rows, int64_t cols)
+{
+    sy_tensor t;
+    int64_t shape[2] = {rows, cols};
+    sy_tensor_init(&t, NULL, dt, 2, shape);
+    sy_err err = {{0}};
+    if (s->d->alloc(s->dev->inst, &t, &err))
+        die(s->name, &err);
+    return t;
+}
+
+static sy_tensor dev_f32(side *s, const float *host, int64_t rows, int64_t cols)
+{
+    sy_tensor t = dev_tensor(s, SY_DTYPE_F32, rows, cols);
+    sy_err err = {{0}};
+    if (s->d->upload(s->dev->inst, &t, host, sizeof(float) * (size_t)(rows * cols), &err))
+        die(s->name, &err);
+    return t;
+}
+
+static float *fetch(side *s, const sy_tensor *t)
+{
+    const size_t n = (size_t)sy_tensor_numel(t);
+    float *out = malloc(sizeof(float) * (n ? n : 1));
+    sy_err err = {{0}};
+    if (s->d->synchronize(s->dev->inst, &err) || s->d->download(s->dev->inst, out, t, sizeof(float) * n, &err))
+        die(s->name, &err);
+    return out;
+}
+
+/* A weight prepared by the side's device from a host view (host_data must outlive it). */
+static sy_tensor weight(side *s, const char *name, void *host_data, sy_dtype dt, int ndim, int64_t rows, int64_t cols)
+{
+    sy_tensor h, w;
+    int64_t shape2[2] = {rows, cols}, shape1[1] = {cols};
+    sy_tensor_init(&h, host_data, dt, ndim, ndim == 1 ? shape1 : shape2);
+    sy_err err = {{0}};
+    if (s->d->prepare_weight(s->dev->inst, name, &h, &w, &err))
+        die(s->name, &err);
+    return w;
+}
+
+static void op_ok(side *s, int rc, const char *op, const sy_err *err)
+{
+    if (rc) {
+        fprintf(stderr, "test_cuda_ops: %s %s: %s\n", s->name, op, err->msg);
+        failures++;
+    }
+}
+
+/* ------------------------------------------------------------ the ops */
+
+static void test_glue(side *c, side *g)
+{
+    side *sd[2] = {c, g};
+    const int64_t n = 37, H = 512, V = 1000;
+    float *x = rand_f32((size_t)(n * H), 2.0f), *r = rand_f32((size_t)(n * H), 1.0f);
+    float *tbl = rand_f32((size_t)(V * H), 1.0f), *wn = rand_f32((size_t)H, 1.0f);
+    void *tbl16 = as_dtype(tbl, (size_t)(V * H), SY_DTYPE_BF16), *wn16 = as_dtype(wn, (size_t)H, SY_DTYPE_BF16);
+    int32_t ids[37];
+    for (int i = 0; i < n; i++)
+        ids[i] = (int32_t)((i * 7919 + 3) % V);
+    float *res[2][6];
+    for (int k = 0; k < 2; k++) {
+        side *s = sd[k];
+        sy_err err = {{0}};
+        sy_tensor T = weight(s, "embed", tbl16, SY_DTYPE_BF16, 2, V, H), W = weight(s, "norm", wn16, SY_DTYPE_BF16, 1, 1, H);
+        sy_tensor e = dev_tensor(s, SY_DTYPE_F32, n, H), X = dev_f32(s, x, n, H), R = dev_f32(s, r, n, H);
+        sy_tensor o = dev_tensor(s, SY_DTYPE_F32, n, H);
+        op_ok(s, s->d->embed(s->dev->inst, &T, ids, n, &e, &err), "embed", &err);
+        res[k][0] = fetch(s, &e);
+        op_ok(s, s->d->rmsnorm(s->dev->inst, &X, &W, 1e-5f, &o, &err), "rmsnorm", &err);
+        res[k][1] = fetch(s, &o);
+        op_ok(s, s->d->add_rmsnorm(s->dev->inst, &R, &X, &W, 1e-6f, &o, &err), "add_rmsnorm", &err);
+        res[k][2] = fetch(s, &o);
+        res[k][3] = fetch(s, &R);
+        op_ok(s, s->d->silu_mul(s->dev->inst, &X, &R, &o, &err), "silu_mul", &err);
+        res[k][4] = fetch(s, &o);
+        op_ok(s, s->d->add(s->dev->inst, &o, &X, &err), "add", &err);
+        res[k][5] = fetch(s, &o);
+        sy_tensor *ts[] = {&e, &X, &R, &o};
+        for (size_t i = 0; i < 4; i++)
+            s->d->free(s->dev->inst, ts[i]);
+        s->d->release_weight(s->dev->inst, &T);
+        s->d->release_weight(s->dev->inst, &W);
+    }
+    const char *names[6] = {"embed", "rmsnorm", "add_rmsnorm", "add_rmsnorm.res", "silu_mul", "add"};
+    for (int i = 0; i < 6; i++) {
+        compare(names[i], "37 x 512, bf16 params", res[1][i], res[0][i], (size_t)(n * H), 1e-5);
+        free(res[0][i]);
+        free(res[1][i]);
+    }
+    free(x), free(r), free(tbl), free(wn), free(tbl16), free(wn16);
+}
+
+static void test_linear(side *c, side *g, double bound16)
+{
+    static const sy_dtype dts[3] = {SY_DTYPE_F32, SY_DTYPE_F16, SY_DTYPE_BF16};
+    static const int64_t ns[2] = {1, 37};
+    const int64_t k = 512, m = 384;
+    float *wf = rand_f32((size_t)(m * k), 0.05f), *bf = rand_f32((size_t)m, 0.5f);
+    for (int di = 0; di < 3; di++)
+        for (int ni = 0; ni < 2; ni++)
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                const int64_t n = ns[ni];
+                float *x = rand_f32((size_t)(n * k), 3.0f);
+                void *w = as_dtype(wf, (size_t)(m * k), dts[di]), *b = as_dtype(bf, (size_t)m, SY_DTYPE_BF16);
+                float *out[2];
+                side *sd[2] = {c, g};
+                for (int s = 0; s < 2; s++) {
+                    sy_err err = {{0}};
+                    sy_tensor W = weight(sd[s], "w", w, dts[di], 2, m, k), B = weight(sd[s], "b", b, SY_DTYPE_BF16, 1, 1, m);
+                    sy_tensor X = dev_f32(sd[s], x, n, k), O = dev_tensor(sd[s], SY_DTYPE_F32, n, m);
+                    op_ok(sd[s], sd[s]->d->linear(sd[s]->dev->inst, &X, &W, with_bias ? &B : NULL, &O, &err), "linear",
+                          &err);
+                    out[s] = fetch(sd[s], &O);
+                    sd[s]->d->free(sd[s]->dev->inst, &X);
+                    sd[s]->d->free(sd[s]->dev->inst, &O);
+                    sd[s]->d->release_weight(sd[s]->dev->inst, &W);
+                    sd[s]->d->release_weight(sd[s]->dev->inst, &B);
+                }
+                char cas[96];
+                snprintf(cas, sizeof cas, "n %lld, %s weights%s", (long long)n, sy_dtype_name(dts[di]),
+                         with_bias ? ", bias" : "");
+                compare("linear", cas, out[1], out[0], (size_t)(n * m), dts[di] == SY_DTYPE_F32 ? 1e-5 : bound16);
+                free(out[0]), free(out[1]), free(x), free(w), free(b);
+            }
+    free(wf), free(bf);
+}
+
+static void test_rope(side *c, side *g)
+{
+    const int64_t n = 29, heads = 4, D = 128;
+    float inv[64];
+    int32_t pos[29];
+    for (int i = 0; i < 29; i++)
+        pos[i] = (int32_t)((i * 1237) % 32768);
+    for (int neox = 0; neox < 2; neox++)
+        for (int partial = 0; partial < 2; partial++) {
+            const int rot = partial ? 64 : 128;
+            for (int i = 0; i < rot / 2; i++)
+                inv[i] = (float)pow(1e6, -2.0 * i / rot);
+            const sy_rope_params p = {.struct_size = sizeof p, .head_dim = (int32_t)D, .rotary_dim = rot,
+                                      .neox = neox, .inv_freq = inv, .mscale = partial ? 1.25f : 1.0f};
+            float *x = rand_f32((size_t)(n * heads * D), 1.0f), *out[2];
+            side *sd[2] = {c, g};
+            for (int s = 0; s < 2; s++) {
+                sy_err err = {{0}};
+                sy_tensor X = dev_f32(sd[s], x, n, heads * D);
+                op_ok(sd[s], sd[s]->d->rope(sd[s]->dev->inst, &X, pos, &p, &err), "rope", &err);
+                out[s] = fetch(sd[s], &X);
+                sd[s]->d->free(sd[s]->dev->inst, &X);
+            }
+            char cas[96];
+            snprintf(cas, sizeof cas, "%s, rotary_dim %d, mscale %.2f", neox ? "neox" : "gpt-j", rot, (double)p.mscale);
+            compare("rope", cas, out[1], out[0], (size_t)(n * heads * D), 1e-5);
+            free(out[0]), free(out[1]), free(x);
+        }
+}
+
+/* ---------------------------------------------------------- attention */
+
+typedef struct attn_case {
+    int n_heads, n_kv, D, window;
+    sy_dtype kv;
+} attn_case;
+
+static void test_attention(side *c, side *g, const attn_case *ac)
+{
+    sy_attn_problem p = {.struct_size = sizeof p, .n_layers = 2, .n_heads = ac->n_heads, .n_kv_heads = ac->n_kv,
+                         .head_dim = ac->D, .v_head_dim = ac->D, .block_size = 16, .n_blocks = 64,
+                         .kv_dtype = ac->kv, .scale = 1.0f / sqrtf((float)ac->D), .sliding_window = ac->window};
+    side *sd[2] = {c, g};
+    for (int s = 0; s < 2; s++) {
+        sy_err err = {{0}};
+        if (!sd[s]->a->supports(sd[s]->attn->inst, &p, &err) || sd[s]->a->prepare(sd[s]->attn->inst, &p, &err))
+            die(sd[s]->name, &err);
+    }
+    /* Three sequences with scattered blocks. Step 1: prefills of 40, 9 and 20 tokens; step 2: a decode token, a
+     * 7-token chunk and a decode token; step 3 after copying sequence 0's blocks to fresh ones (copy-on-write). */
+    enum { S = 3, MB = 8 };
+    int32_t bt[S * MB];
+    for (int i = 0; i < S * MB; i++)
+        bt[i] = (int32_t)((i * 37 + 5) % 64);
+    const int32_t lens[3][S] = {{40, 9, 20}, {1, 7, 1}, {1, 1, 1}};
+    int32_t ctx[S] = {0, 0, 0};
+    for (int step = 0; step < 3; step++) {
+        if (step == 2) { /* sequence 0 moves to blocks 60..62 after a copy */
+            int32_t src[3] = {bt[0], bt[1], bt[2]}, dst[3] = {60, 61, 62};
+            for (int s = 0; s < 2; s++) {
+                sy_err err = {{0}};
+                op_ok(sd[s], sd[s]->a->copy_blocks(sd[s]->attn->inst, src, dst, 3, &err), "copy_blocks", &err);
+            }
+            bt[0] = 60, bt[1] = 61, bt[2] = 62;
+        }
+        int32_t tok_start[S + 1] = {0};
+        for (int s = 0; s < S; s++)
+            tok_start[s + 1] = tok_start[s] + lens[step][s];
+        const int32_t T = tok_start[S];
+        const sy_attn_batch b = {.struct_size = sizeof b, .n_seqs = S, .n_tokens = T, .tok_start = tok_start,
+                                 .ctx_len = ctx, .block_table = bt, .max_blocks = MB};
+        const int64_t qc = (int64_t)p.n_heads * p.head_dim, kc = (int64_t)p.n_kv_heads * p.head_dim;
+        float *q = rand_f32((size_t)(T * qc), 1.0f), *k = rand_f32((size_t)(T * kc), 1.0f);
+        float *v = rand_f32((size_t)(T * kc), 1.0f);
+        for (int layer = 0; layer < 2; layer++) {
+            float *out[2];
+            for (int s = 0; s < 2; s++) {
+                sy_err err = {{0}};
+                sy_tensor Q = dev_f32(sd[s], q, T, qc), K = dev_f32(sd[s], k, T, kc), Vt = dev_f32(sd[s], v, T, kc);
+                sy_tensor O = dev_tensor(sd[s], SY_DTYPE_F32, T, qc);
+                op_ok(sd[s], sd[s]->a->forward(sd[s]->attn->inst, layer, &b, &Q, &K, &Vt, &O, &err), "attention",
+                      &err);
+                out[s] = fetch(sd[s], &O);
+                sy_tensor *ts[] = {&Q, &K, &Vt, &O};
+                for (int i = 0; i < 4; i++)
+                    sd[s]->d->free(sd[s]->dev->inst, ts[i]);
+            }
+            char cas[96];
+            snprintf(cas, sizeof cas, "step %d layer %d: %d/%d heads d %d %s win %d", step, layer, p.n_heads,
+                     p.n_kv_heads, p.head_dim, sy_dtype_name(ac->kv), ac->window);
+            compare("attention", cas, out[1], out[0], (size_t)(T * qc), 1e-5);
+            free(out[0]), free(out[1]);
+        }
+        for (int s = 0; s < S; s++)
+            ctx[s] += lens[step][s];
+        free(q), free(k), free(v);
+    }
+}
+
+/* ---------------------------------------------------------------- MoE */
+
+static void test_moe(side *c, side *g, int scoring)
+{
+    const int32_t E = 8, K = 2, H = 256, F = 192, n = 13;
+    sy_moe_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_experts = E, .top_k = K, .hidden = H, .inter = F,
+                        .scoring = scoring, .norm_topk_prob = 1, .routed_scaling_factor = scoring ? 2.5f : 1.0f,
+                        .n_group = 0, .topk_group = 0, .weight_dtype = SY_DTYPE_BF16};
+    sy_tensor gate[8], up[8], down[8];
+    void *data[24];
+    for (int e = 0; e < E; e++) {
+        float *a = rand_f32((size_t)(F * H), 0.1f), *b = rand_f32((size_t)(F * H), 0.1f), *d = rand_f32((size_t)(H * F), 0.1f);
+        data[3 * e] = as_dtype(a, (size_t)(F * H), SY_DTYPE_BF16);
+        data[3 * e + 1] = as_dtype(b, (size_t)(F * H), SY_DTYPE_BF16);
+        data[3 * e + 2] = as_dtype(d, (size_t)(H * F), SY_DTYPE_BF16);
+        free(a), free(b), free(d);
+        gate[e] = sy_tensor_2d(data[3 * e], SY_DTYPE_BF16, F, H);
+        up[e] = sy_tensor_2d(data[3 * e + 1], SY_DTYPE_BF16, F, H);
+        down[e] = sy_tensor_2d(data[3 * e + 2], SY_DTYPE_BF16, H, F);
+    }
+    float *x = rand_f32((size_t)(n * H), 1.0f), *logits = rand_f32((size_t)(n * E), 3.0f), *out[2];
+    side *sd[2] = {c, g};
+    for (int s = 0; s < 2; s++) {
+        sy_err err = {{0}};
+        if (!sd[s]->m->supports(sd[s]->moe->inst, &p, &err) || sd[s]->m->prepare(sd[s]->moe->inst, &p, &err) ||
+            sd[s]->m->prepare_layer(sd[s]->moe->inst, 0, gate, up, down, NULL, &err))
+            die(sd[s]->name, &err);
+        sy_tensor X = dev_f32(sd[s], x, n, H), L = dev_f32(sd[s], logits, n, E), O = dev_tensor(sd[s], SY_DTYPE_F32, n, H);
+        op_ok(sd[s], sd[s]->m->forward(sd[s]->moe->inst, 0, &X, &L, &O, &err), "moe", &err);
+        out[s] = fetch(sd[s], &O);
+        sy_tensor *ts[] = {&X, &L, &O};
+        for (int i = 0; i < 3; i++)
+            sd[s]->d->free(sd[s]->dev->inst, ts[i]);
+    }
+    compare("moe", scoring ? "8 experts top-2 sigmoid, bf16, 13 tokens" : "8 experts top-2 softmax, bf16, 13 tokens",
+            out[1], out[0], (size_t)(n * H), 1e-5);
+    free(out[0]), free(out[1]), free(x), free(logits);
+    for (int i = 0; i < 24; i++)
+        free(data[i]);
+}
+
+/* ------------------------------------------------------------- set-up */
+
+static sy_plugin_inst *open_inst(sy_loader *ld, sy_host_ctx *host, sy_config *cfg, sy_plugin_kind kind,
+                                 const char *spec, const char *device, const char *section)
+{
+    sy_plugin *p = NULL;
+    sy_plugin_inst *pi = NULL;
+    sy_err err = {{0}};
+    if (sy_loader_resolve(ld, kind, spec, device, &host->api, &p, &err) ||
+        sy_plugin_create(p, &host->api, cfg, section, &pi, &err)) {
+        char what[128];
+        snprintf(what, sizeof what, "%s plugin %s", sy_kind_name(kind), spec);
+        die(what, &err);
+    }
+    printf("loaded %-6s %-10s %s\n", sy_kind_name(kind), pi->plugin->desc->name, pi->plugin->path);
+    return pi;
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = getenv("SY_PLUGIN_DIR"), *attn = "auto";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--plugin-dir") == 0)
+            dir = argv[i + 1];
+        else if (strcmp(argv[i], "--attention") == 0)
+            attn = argv[i + 1];
+        else {
+            fprintf(stderr, "usage: test_cuda_ops [--plugin-dir DIR] [--attention NAME]\n");
+            return 2;
+        }
+    }
+    if (!dir) {
+        fprintf(stderr, "test_cuda_ops: no --plugin-dir and SY_PLUGIN_DIR is unset\n");
+        return 2;
+    }
+    sy_loader *ld = sy_loader_new(dir, NULL);
+    sy_config *cfg = sy_config_new(), *cfg_round = sy_config_new();
+    sy_err err = {{0}};
+    if (!ld || !cfg || !cfg_round || sy_config_set(cfg_round, "device.linear=round", &err))
+        die("set-up", &err);
+    sy_host_ctx host;
+    sy_host_init(&host);
+    side c = {.name = "cpu"}, g = {.name = "cuda"}, gr = {.name = "cuda (linear = round)"};
+    c.dev = open_inst(ld, &host, cfg, SY_KIND_DEVICE, "cpu", NULL, "device");
+    /* The CPU attention and MoE plugins compute on the cpu device's worker pool. */
+    sy_device_parallel_for_fn run = NULL;
+    sy_device_n_workers_fn nw = NULL;
+    *(void **)&run = c.dev->plugin->desc->get_proc("parallel_for");
+    *(void **)&nw = c.dev->plugin->desc->get_proc("n_workers");
+    sy_host_set_pool(&host, run, nw, c.dev->inst);
+    c.attn = open_inst(ld, &host, cfg, SY_KIND_ATTN, "cpu", "cpu", "attention");
+    c.moe = open_inst(ld, &host, cfg, SY_KIND_MOE, "cpu", "cpu", "moe");
+    g.dev = open_inst(ld, &host, cfg, SY_KIND_DEVICE, "cuda", NULL, "device");
+    g.attn = open_inst(ld, &host, cfg, SY_KIND_ATTN, attn, "cuda", "attention");
+    g.moe = open_inst(ld, &host, cfg, SY_KIND_MOE, "cuda", "cuda", "moe");
+    gr.dev = open_inst(ld, &host, cfg_round, SY_KIND_DEVICE, "cuda", NULL, "device");
+    side *all[3] = {&c, &g, &gr};
+    for (int i = 0; i < 3; i++) {
+        all[i]->d = all[i]->dev->ops;
+        all[i]->a = all[i]->attn ? all[i]->attn->ops : NULL;
+        all[i]->m = all[i]->moe ? all[i]->moe->ops : NULL;
+    }
+
+    test_glue(&c, &g);
+    test_linear(&c, &g, 2e-5);
+    test_linear(&c, &gr, 3e-2);
+    test_rope(&c, &g);
+    static const attn_case cases[] = {
+        {8, 2, 64, 0, SY_DTYPE_F32}, {8, 2, 64, 24, SY_DTYPE_BF16}, {32, 8, 128, 0, SY_DTYPE_BF16},
+        {16, 1, 128, 0, SY_DTYPE_F16}, {4, 4, 256, 0, SY_DTYPE_F32},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        test_attention(&c, &g, &cases[i]);
+    test_moe(&c, &g, 0);
+    test_moe(&c, &g, 1);
+
+    sy_plugin_inst *insts[] = {g.moe, g.attn, g.dev, gr.dev, c.moe, c.attn};
+    for (size_t i = 0; i < sizeof insts / sizeof insts[0]; i++)
+        sy_plugin_inst_destroy(insts[i]);
+    sy_host_set_pool(&host, NULL, NULL, NULL);
+    sy_plugin_inst_destroy(c.dev);
+    sy_host_fini(&host);
+    sy_config_free(cfg);
+    sy_config_free(cfg_round);
+    sy_loader_free(ld);
+    printf("test_cuda_ops: %d comparisons, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,51 @@
+#!/bin/sh
+# Tensor parallelism with ranks started by mpirun (comm mpi): `mpirun -n 2
+# switchyard generate` gives the greedy tokens of one process for a dense
+# and a MoE checkpoint, only rank 0 prints, and a comm plugin other than mpi
+# under mpirun is refused with the reason. Skipped (77) only when configure
+# did not build the mpi plugin. See tests/comm/test_comm_mpi.sh for the
+# Open MPI settings containers and root need.
+set -u
+. "$SY_SRCDIR/tests/tp/tp_lib.sh"
+trap 'rm -rf "$tmp"' EXIT
+if [ ! -f "$SY_BUILDDIR/build-plugins/sy-comm-mpi.so" ]; then
+    echo "SKIP: the mpi comm plugin was not built (configure found no mpicc)"
+    rm -rf "$tmp"
+    exit 77
+fi
+command -v mpirun >/dev/null 2>&1 || { echo "FAIL: the mpi plugin was built but mpirun is not in PATH" >&2; exit 1; }
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_btl_vader_single_copy_mechanism
+export OMPI_MCA_rmaps_base_oversubscribe
+# Open MPI's runtime leaks by design (see test_comm_mpi.sh).
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+export ASAN_OPTIONS
+gen() { "$sy" generate -q -c "$cfg" --set device.threads=1 --ignore-eos --print-ids "$@"; }
+
+for m in tiny-llama tiny-mixtral; do
+    ids=$(expected "$m" 0 prompt_ids)
+    want=$(expected "$m" 0 greedy_ids 24)
+    timeout 120 mpirun -n 2 --oversubscribe --mca btl self,vader "$sy" generate -q -c "$cfg" --set comm.plugin=mpi \
+        --set device.threads=1 --model "$models/$m" --prompt-ids "$ids" -n 24 --ignore-eos --print-ids \
+        >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    got=$(sed -n 's/^generated_ids: //p' "$tmp/err")
+    n_out=$(grep -c '^generated_ids:' "$tmp/err")
+    if [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ "$n_out" -eq 1 ]; then
+        ok "$m: mpirun -n 2 = reference, printed once"
+    else
+        bad "$m under mpirun: exit $rc, got [$got] want [$want], $n_out outputs ($(cat "$tmp/err"))"
+    fi
+done
+
+# Under mpirun the ranks are mpirun's: another comm plugin, or a different --tp, is refused.
+timeout 120 mpirun -n 2 --oversubscribe --mca btl self,vader "$sy" generate -q -c "$cfg" --set comm.plugin=shm \
+    --model "$models/tiny-llama" --prompt-ids 1,2 -n 2 >"$tmp/out" 2>"$tmp/err"
+if grep -q 'started by mpirun as rank 0 of 2, but \[comm\] plugin = shm' "$tmp/err"; then ok "mpirun with comm shm: refused"; else
+    bad "mpirun with comm shm: $(cat "$tmp/err")"; fi
+timeout 120 mpirun -n 2 --oversubscribe --mca btl self,vader "$sy" generate -q -c "$cfg" --set comm.plugin=mpi \
+    --model "$models/tiny-llama" --prompt-ids 1,2 -n 2 --tp 4 >"$tmp/out" 2>"$tmp/err"
+if grep -q -- '--tp 4, but mpirun started 2 ranks' "$tmp/err"; then ok "mpirun -n 2 with --tp 4: refused"; else
+    bad "mpirun with --tp 4: $(cat "$tmp/err")"; fi
+finish

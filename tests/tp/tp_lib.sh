@@ -1,0 +1,34 @@
+# Shared by the tensor-parallel tests (sourced): the build, a temp dir,
+# ok/bad counters, and the expected greedy ids of /work/shared/models.
+: "${SY_BUILDDIR:?run through make check}"
+if [ -z "${SY_SHARED_DIR:-}" ] || [ ! -f "$SY_SHARED_DIR/models/expected_greedy.json" ]; then
+    echo "FAIL: SY_SHARED_DIR (${SY_SHARED_DIR:-unset}) has no models/expected_greedy.json" >&2
+    exit 1
+fi
+py=${PYTHON_NUMPY:-python3}
+command -v "$py" >/dev/null 2>&1 || { echo "FAIL: no python3 to read expected_greedy.json" >&2; exit 1; }
+sy=$SY_BUILDDIR/switchyard
+cfg=$SY_BUILDDIR/etc/switchyard-build.ini
+models=$SY_SHARED_DIR/models
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sy-tp.XXXXXX")
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+finish() {
+    echo "$pass passed, $fail failed"
+    [ $fail -eq 0 ]
+}
+
+# expected MODEL INDEX FIELD [N]: prompt_ids or the first N greedy_ids, comma- or space-separated.
+expected() {
+    "$py" - "$models/expected_greedy.json" "$1" "$2" "$3" "${4:-64}" <<'EOP'
+import json, sys
+path, model, idx, field, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+case = json.load(open(path))["models"][model][idx]
+if field == "prompt_ids":
+    print(",".join(str(i) for i in case["prompt_ids"]))
+else:
+    print(" ".join(str(i) for i in case["greedy_ids"][:n]))
+EOP
+}
