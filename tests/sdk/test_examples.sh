@@ -135,11 +135,11 @@ fi
 sock=$tmp/line.sock
 ask() { # socket, then prompt lines; prints each answer line
     python3 - "$@" <<'PY'
-import socket, sys
+import socket, sys, time
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(120)
 s.connect(sys.argv[1])
-for line in sys.argv[2:]:
+def once(line):
     s.sendall(line.encode() + b"\n")
     buf = b""
     while not buf.endswith(b"\n"):
@@ -147,7 +147,16 @@ for line in sys.argv[2:]:
         if not d:
             break
         buf += d
-    sys.stdout.write(buf.decode())
+    return buf.decode()
+# The socket is up before the model has loaded (frontends start first and
+# answer 503 meanwhile); retry those as a real client would.
+deadline = time.time() + 120
+for line in sys.argv[2:]:
+    ans = once(line)
+    while ans.startswith("error: 503") and time.time() < deadline:
+        time.sleep(0.1)
+        ans = once(line)
+    sys.stdout.write(ans)
 PY
 }
 serve() { # log name, then extra serve arguments
