@@ -230,7 +230,9 @@ static int lex_tag(lexer *L, int block, int *strip_after, int *keep_nl)
             int after_dot = p > 0 && s[p - 1] == '.';
             if (!after_dot && q + 1 < L->len && s[q] == '.' && s[q + 1] >= '0' && s[q + 1] <= '9') {
                 isf = 1;
-                num[k++] = s[q++];
+                if (k < sizeof num - 1) /* 127 digits before the dot wrote num[128] */
+                    num[k++] = s[q];
+                q++;
                 while (q < L->len && ((s[q] >= '0' && s[q] <= '9') || s[q] == '_')) {
                     if (s[q] != '_' && k < sizeof num - 1)
                         num[k++] = s[q];
@@ -252,6 +254,8 @@ static int lex_tag(lexer *L, int block, int *strip_after, int *keep_nl)
                     }
                 }
             }
+            if (k == sizeof num - 1) /* digits were dropped: the value would be wrong */
+                return lex_fail(L, p, "expected a number literal of at most 126 characters, found a longer one");
             num[k] = 0;
             sy_ct_tok *t = push(L, isf ? TK_FLOAT : TK_INT, p, s + p, q - p);
             if (!t)
