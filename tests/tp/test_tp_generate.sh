@@ -60,21 +60,28 @@ got=$("$sy" generate -q -c "$cfg" --set device.threads=1 --model "$models/storie
 if [ "$got" = "$want" ]; then ok "stories260k text with --tp 2"; else bad "stories260k text: [$got] ($(cat "$tmp/err"))"; fi
 
 # A rank killed mid-generation (inside a collective, not waiting for a plan): the other side
-# stops at once with the rank named, never hangs. Up to 512 tokens: killed once the first are out.
+# stops at once with the rank named, never hangs. A whole generation takes well under a
+# second on a fast machine, so once the first tokens are out both ranks are frozen
+# (SIGSTOP), one is killed, and the other resumes into the dead peer.
 long_gen() {
     rm -f "$tmp/long.out" "$tmp/long.err"
     "$sy" generate -q -c "$cfg" --set device.threads=1 --model "$models/tiny-mixtral" --prompt-ids 1,2,3 \
         -n 100000 --ignore-eos --tp 2 --dist-timeout 10 >"$tmp/long.out" 2>"$tmp/long.err" &
     pid=$!
     i=0
-    while [ ! -s "$tmp/long.out" ] && [ $i -lt 200 ] && kill -0 "$pid" 2>/dev/null; do
-        sleep 0.05
+    while [ ! -s "$tmp/long.out" ] && [ $i -lt 2000 ] && kill -0 "$pid" 2>/dev/null; do
+        sleep 0.01
         i=$((i + 1))
     done
     follower=$(ps -o pid= --ppid "$pid" | tr -d ' ')
+    kill -STOP "$pid" $follower 2>/dev/null
+    if [ -z "$follower" ] || ! kill -0 "$pid" 2>/dev/null; then
+        bad "generation ended before a rank could be killed: $(cat "$tmp/long.err")"
+    fi
 }
 long_gen
 kill -9 "$follower"
+kill -CONT "$pid"
 wait "$pid"
 rc=$?
 pid=
@@ -88,6 +95,7 @@ fi
 follower=
 long_gen
 kill -9 "$pid"
+kill -CONT "$follower" 2>/dev/null
 wait "$pid" 2>/dev/null
 killed=$pid
 pid=
