@@ -152,8 +152,13 @@ static int prepare_weights(sy_engine *e, sy_err *err)
 
 static void release_weights(sy_engine *e)
 {
-    if (!e->dev || !e->dev->release_weight)
+    /* A device without release_weight (it may hand back host views) still
+     * leaves the engine's own layer table to free. */
+    if (!e->dev || !e->dev->release_weight) {
+        free(e->layers);
+        e->layers = NULL;
         return;
+    }
     void *di = e->device->inst;
     if (e->layers) {
         for (int32_t l = 0; l < e->mc->n_layers; l++) {

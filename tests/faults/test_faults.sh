@@ -82,6 +82,13 @@ out=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$port/v1/completions" -H "$js
 case $out in *'injected attention failure on forward call 5'*'"type":"server_error"'*' 500')
     ok "a plugin failing mid-run: the step's request gets a 500 with the reason" ;;
 *) bad "a plugin failing mid-run: $out" ;; esac
+# The engine thread logs the failure after the step has sent its error
+# events, so the 500 can reach the client first: give the log a moment.
+i=0
+while ! grep -q "engine step failed.*injected attention failure" "$tmp/midrun.err" && [ $i -lt 50 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
 grep -q "engine step failed.*injected attention failure" "$tmp/midrun.err" && ok "the failed step is in the log" ||
     bad "no 'engine step failed' line in the log"
 out=$(curl -sN "http://127.0.0.1:$port/v1/completions" -H "$json" -d '{"prompt": "Hi", "max_tokens": 8, "stream": true}')
