@@ -325,9 +325,16 @@ static sy_val binop(sy_ct_ctx *c, const sy_node *e, int op, sy_val a, sy_val b)
             case OP_POW:
                 if (y < 0)
                     return num_result(pow((double)x, (double)y));
+                /* By squaring: 0 ** 10**18 must not loop 10**18 times (found
+                 * by fuzz_chat_template). Once the squared base overflows
+                 * with exponent bits left, the result would overflow too. */
                 r = 1;
-                for (long long i = 0; i < y && !ovf; i++)
-                    ovf = __builtin_mul_overflow(r, x, &r);
+                for (long long base = x, n = y; n > 0 && !ovf; n >>= 1) {
+                    if (n & 1)
+                        ovf = __builtin_mul_overflow(r, base, &r);
+                    if (n > 1 && !ovf)
+                        ovf = __builtin_mul_overflow(base, base, &base);
+                }
                 break;
             }
             if (ovf)

@@ -93,6 +93,14 @@ static void unit_checks(void)
     expect_render("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% else %}none{% endfor %}",
                   "a=1;b=2;");
     expect_render("{% for x in [] %}{{ x }}{% else %}empty{% endfor %}", "empty");
+    /* Integer ** by squaring: a huge exponent of 0, 1 or -1 is instant (it
+     * looped once per unit of the exponent), the rest as Python gives. */
+    expect_render("{{ 0 ** 9000000000000000000 }} {{ 1 ** 9000000000000000000 }} {{ (-1) ** 9000000000000000001 }}",
+                  "0 1 -1");
+    expect_render("{{ 2 ** 10 }} {{ 3 ** 0 }} {{ (-3) ** 3 }} {{ 2 ** 62 }} {{ 7 ** 1 }}",
+                  "1024 1 -27 4611686018427387904 7");
+    expect_error("{{ 2 ** 63 }}", "integer overflow");
+    expect_error("{{ 3 ** 9000000000000000000 }}", "integer overflow");
     expect_render("{{ strftime_now('%d %b %Y') }} {{ 'x' ~ 1 ~ none }} {{ 'ab' in 'cabd' }}",
                   "15 Jan 2025 x1None True");
     expect_error("{{ raise_exception('boom here') }}", "boom here");
