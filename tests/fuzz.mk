@@ -110,8 +110,9 @@ fuzz: config.h
 	done
 
 FUZZ_SECONDS = 20
+FUZZ_SEED =
 check-fuzz: fuzz
-	$(SHELL) $(srcdir)/tests/fuzz/check-fuzz.sh $(FUZZ_SECONDS) $(srcdir)/tests/fuzz fuzz $(SY_FUZZ_TARGETS)
+	FUZZ_SEED="$(FUZZ_SEED)" $(SHELL) $(srcdir)/tests/fuzz/check-fuzz.sh $(FUZZ_SECONDS) $(srcdir)/tests/fuzz fuzz $(SY_FUZZ_TARGETS)
 else
 fuzz check-fuzz:
 	@echo "make $@: configure found no clang that links -fsanitize=fuzzer (install clang and" \

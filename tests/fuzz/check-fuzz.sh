@@ -6,6 +6,9 @@
 # A crash, leak, sanitizer report or an input slower than 10 s fails the
 # run and leaves the input as BUILD_FUZZ_DIR/crash-<target>-*: after the fix,
 # copy it to tests/fuzz/regressions/<target>/ so `make check` replays it.
+# FUZZ_SEED=N (CI sets 1) fixes libFuzzer's seed, so a run explores the same
+# inputs in the same order as the run that was checked before landing: CI
+# then fails on a regression, not on the luck of a new random walk.
 set -u
 seconds=$1 src=$2 dir=$3
 shift 3
@@ -27,9 +30,11 @@ for t in "$@"; do
     [ -d "$src/regressions/$t" ] && set -- "$@" "$src/regressions/$t"
     dict=
     [ -f "$src/dict/$t.dict" ] && dict=-dict=$src/dict/$t.dict
+    seed=
+    [ -n "${FUZZ_SEED:-}" ] && seed=-seed=$FUZZ_SEED
     echo "check-fuzz: $t for ${seconds}s"
     if ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} "$bin" -max_total_time="$seconds" -timeout=10 \
-        -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 $dict \
+        -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 $dict $seed \
         -artifact_prefix="$dir/crash-$t-" "$@" >"$dir/fuzz-$t.log" 2>&1; then
         grep -E '^stat::(number_of_executed_units|new_units_added)|DONE' "$dir/fuzz-$t.log" | tr '\n' ' '
         echo

@@ -20,3 +20,5 @@ install-data-hook:
 	$(MKDIR_P) $(DESTDIR)$(pkgdatadir)/moe-tuning
 	cp -R $(srcdir)/etc/moe-tuning/. $(DESTDIR)$(pkgdatadir)/moe-tuning/
 	chmod -R u+w $(DESTDIR)$(pkgdatadir)/moe-tuning
+uninstall-hook:
+	rm -rf $(DESTDIR)$(pkgdatadir)/moe-tuning
