@@ -160,10 +160,21 @@ static void fh_cancel(void *ctx, uint64_t id)
     pthread_mutex_unlock(&fh->mu);
 }
 
+/* Like the server's serving proxy: no tokenizer until the model is loaded. */
+static int fh_loading(void *ctx, sy_err *err)
+{
+    fake_host *fh = ctx;
+    pthread_mutex_lock(&fh->mu);
+    int r = fh->ready;
+    pthread_mutex_unlock(&fh->mu);
+    return r ? SY_OK : sy_err_set(err, SY_ERR_UNAVAILABLE, "the model is still loading");
+}
+
 static int fh_tokenize(void *ctx, const char *text, size_t len, int add_special, int32_t **ids, size_t *n,
                        sy_err *err)
 {
-    (void)ctx;
+    if (fh_loading(ctx, err))
+        return SY_ERR_UNAVAILABLE;
     int32_t *out = malloc((len + 2) * sizeof *out);
     if (!out)
         return sy_err_set(err, SY_ERR_NOMEM, "fake: oom");
@@ -179,7 +190,8 @@ static int fh_tokenize(void *ctx, const char *text, size_t len, int add_special,
 
 static int fh_detokenize(void *ctx, const int32_t *ids, size_t n, char **text, size_t *len, sy_err *err)
 {
-    (void)ctx;
+    if (fh_loading(ctx, err))
+        return SY_ERR_UNAVAILABLE;
     char *out = malloc(n * 16 + 1);
     if (!out)
         return sy_err_set(err, SY_ERR_NOMEM, "fake: oom");

@@ -120,6 +120,11 @@ static void test_basic(int port, fake_host *fh)
     CHECK(r.status == 503);
     CHECK_CONTAINS(r.buf, "Retry-After: 5");
     CHECK_CONTAINS(body_of(&r), "\"code\":\"not_ready\"");
+    /* The tokenizer routes while loading: 503 (retry), never 500. */
+    req(port, "POST", "/detokenize", NULL, "{\"tokens\": [1]}", &r);
+    CHECK(r.status == 503);
+    req(port, "POST", "/tokenize", NULL, "{\"prompt\": \"hi\"}", &r);
+    CHECK(r.status == 503);
     pthread_mutex_lock(&fh->mu);
     fh->ready = 1;
     pthread_mutex_unlock(&fh->mu);

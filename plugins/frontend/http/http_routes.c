@@ -83,6 +83,18 @@ static void route_metrics(http_stream *st)
     s->host->free(s->host->ctx, out);
 }
 
+/* The tokenizer answers SY_ERR_UNAVAILABLE while the model loads: a client
+ * should retry (503), not conclude the server is broken (500). */
+static int tok_status(int rc)
+{
+    return rc == SY_ERR_INVALID ? 400 : rc == SY_ERR_UNAVAILABLE ? 503 : 500;
+}
+
+static const char *tok_type(int rc)
+{
+    return rc == SY_ERR_INVALID ? "invalid_request_error" : "server_error";
+}
+
 static void route_tokenize(http_stream *st)
 {
     http_server *s = st->conn->loop->srv;
@@ -109,8 +121,7 @@ static void route_tokenize(http_stream *st)
         int rc = s->api->tokenize(s->host->ctx, json_string_value(text), json_string_length(text),
                                   add ? json_is_true(add) : 1, &ids, &n, &err);
         if (rc != SY_OK) {
-            http_respond_error(st, rc == SY_ERR_INVALID ? 400 : 500, rc == SY_ERR_INVALID ? "invalid_request_error"
-                               : "server_error", param, NULL, "tokenize: %s", err.msg);
+            http_respond_error(st, tok_status(rc), tok_type(rc), param, NULL, "tokenize: %s", err.msg);
         } else {
             json_t *arr = json_array();
             for (size_t i = 0; i < n; i++)
@@ -155,9 +166,7 @@ static void route_detokenize(http_stream *st)
     int rc = ids ? s->api->detokenize(s->host->ctx, ids, n, &text, &len, &err) : SY_ERR_NOMEM;
     free(ids);
     if (rc != SY_OK) {
-        http_respond_error(st, rc == SY_ERR_INVALID ? 400 : 500,
-                           rc == SY_ERR_INVALID ? "invalid_request_error" : "server_error", "tokens", NULL,
-                           "detokenize: %s", err.msg);
+        http_respond_error(st, tok_status(rc), tok_type(rc), "tokens", NULL, "detokenize: %s", err.msg);
     } else {
         http_respond_json(st, 200, json_pack("{s:s%}", "text", text ? text : "", text ? len : 0));
         if (text)
