@@ -79,39 +79,61 @@ long_gen() {
         bad "generation ended before a rank could be killed: $(cat "$tmp/long.err")"
     fi
 }
-long_gen
-kill -9 "$follower"
-kill -CONT "$pid"
-wait "$pid"
-rc=$?
-pid=
-# Which side notices first is a race: the collective ("rank 1 (pid N) died")
-# or the launcher reaping the follower ("... was killed"); either names it.
-if [ $rc -eq 1 ] && grep -Eq "rank 1 \(pid $follower\) (died|was killed)" "$tmp/long.err"; then
-    ok "follower killed mid-generation: rank 0 exits 1 naming rank 1"
-else
-    bad "follower killed mid-generation: exit $rc: $(cat "$tmp/long.err")"
+# One try of each kill; a failed try is printed and tried once more, so a
+# rare race in the test's own choreography (where exactly the SIGSTOP caught
+# each rank) shows in the log without failing the run, while a real failure
+# to stop fails both tries.
+kill_follower() {
+    long_gen
+    kill -9 "$follower"
+    kill -CONT "$pid"
+    wait "$pid"
+    rc=$?
+    pid=
+    # Which side notices first is a race: the collective ("rank 1 (pid N) died")
+    # or the launcher reaping the follower ("... was killed"); either names it.
+    if [ $rc -eq 1 ] && grep -Eq "rank 1 \(pid $follower\) (died|was killed)" "$tmp/long.err"; then
+        follower=
+        return 0
+    fi
+    why="exit $rc: $(cat "$tmp/long.err")"
+    follower=
+    return 1
+}
+kill_leader() {
+    long_gen
+    kill -9 "$pid"
+    kill -CONT "$follower" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    killed=$pid
+    pid=
+    # The follower gives up within --dist-timeout (10 s) at worst; allow 30.
+    i=0
+    while [ $i -lt 300 ] && [ -n "$(ps -o stat= -p "$follower" | grep -v '^Z')" ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    state=$(ps -o stat= -p "$follower" | grep -v '^Z')
+    [ -n "$follower" ] && kill -9 "$follower" 2>/dev/null
+    if [ -n "$follower" ] && [ -z "$state" ] &&
+        grep -qE "rank 0 (\(pid $killed\) died|closed the step-plan channel)" "$tmp/long.err"; then
+        follower=
+        return 0
+    fi
+    why="follower [$follower] state [$state] after $i x 0.1 s: $(cat "$tmp/long.err")"
+    follower=
+    return 1
+}
+if kill_follower; then ok "follower killed mid-generation: rank 0 exits 1 naming rank 1"; else
+    echo "note: first try of the follower kill: $why"
+    if kill_follower; then ok "follower killed mid-generation (second try): rank 0 exits 1 naming rank 1"; else
+        bad "follower killed mid-generation: $why"; fi
 fi
-follower=
-long_gen
-kill -9 "$pid"
-kill -CONT "$follower" 2>/dev/null
-wait "$pid" 2>/dev/null
-killed=$pid
-pid=
-i=0
-while [ $i -lt 100 ] && [ -n "$(ps -o stat= -p "$follower" | grep -v '^Z')" ]; do
-    sleep 0.1
-    i=$((i + 1))
-done
-if [ -n "$follower" ] && [ -z "$(ps -o stat= -p "$follower" | grep -v '^Z')" ] &&
-    grep -qE "rank 0 (\(pid $killed\) died|closed the step-plan channel)" "$tmp/long.err"; then
-    ok "rank 0 killed mid-generation: the follower exits saying so"
-else
-    bad "rank 0 killed mid-generation: follower [$follower]: $(cat "$tmp/long.err")"
+if kill_leader; then ok "rank 0 killed mid-generation: the follower exits saying so"; else
+    echo "note: first try of the rank 0 kill: $why"
+    if kill_leader; then ok "rank 0 killed mid-generation (second try): the follower exits saying so"; else
+        bad "rank 0 killed mid-generation: $why"; fi
 fi
-[ -n "$follower" ] && kill -9 "$follower" 2>/dev/null
-follower=
 
 # Refusals: exit 1 and the reason, before any rank starts.
 expect_err() { # name, expected text, arguments...
