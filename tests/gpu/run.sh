@@ -111,7 +111,7 @@ if [ $do_8b = yes ]; then
     if [ ! -f "$model8b/config.json" ]; then
         # Llama-3-8B's shape (hidden 4096, 32 layers, 32/8 heads, ffn 14336) with a 32000 vocabulary.
         "$build/sy-mkmodel" --preset bench-110m --out "$model8b" --hidden 4096 --layers 32 --heads 32 --kv-heads 8 \
-            --ffn 14336 --vocab 32000 --no-tie --max-pos 4096 --dtype bf16 --shards 4 --quiet \
+            --ffn 14336 --vocab 32000 --no-tie --max-pos 4096 --dtype bf16 --shards 8 --quiet \
             >"$logs/mkmodel.log" 2>&1 || { tail -5 "$logs/mkmodel.log"; bad "sy-mkmodel 8b"; }
     fi
     bw=$("$build/tests/gpu/bw_probe" | sed -n 's/^d2d_bandwidth_gbs //p')
