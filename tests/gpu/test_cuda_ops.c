@@ -259,12 +259,13 @@ static void test_rope(side *c, side *g)
 typedef struct attn_case {
     int n_heads, n_kv, D, window;
     sy_dtype kv;
+    int long_ctx; /* 600- and 300-token prefills, then decode: the CUDA plugins split such contexts (split-K) */
 } attn_case;
 
 static void test_attention(side *c, side *g, const attn_case *ac)
 {
     sy_attn_problem p = {.struct_size = sizeof p, .n_layers = 2, .n_heads = ac->n_heads, .n_kv_heads = ac->n_kv,
-                         .head_dim = ac->D, .v_head_dim = ac->D, .block_size = 16, .n_blocks = 64,
+                         .head_dim = ac->D, .v_head_dim = ac->D, .block_size = 16, .n_blocks = ac->long_ctx ? 160 : 64,
                          .kv_dtype = ac->kv, .scale = 1.0f / sqrtf((float)ac->D), .sliding_window = ac->window};
     side *sd[2] = {c, g};
     for (int s = 0; s < 2; s++) {
@@ -274,20 +275,26 @@ static void test_attention(side *c, side *g, const attn_case *ac)
     }
     /* Three sequences with scattered blocks. Step 1: prefills of 40, 9 and 20 tokens; step 2: a decode token, a
      * 7-token chunk and a decode token; step 3 after copying sequence 0's blocks to fresh ones (copy-on-write). */
-    enum { S = 3, MB = 8 };
-    int32_t bt[S * MB];
+    enum { S = 3, MB_MAX = 48 };
+    const int MB = ac->long_ctx ? MB_MAX : 8;
+    int32_t bt[S * MB_MAX], used[160] = {0};
     for (int i = 0; i < S * MB; i++)
-        bt[i] = (int32_t)((i * 37 + 5) % 64);
-    const int32_t lens[3][S] = {{40, 9, 20}, {1, 7, 1}, {1, 1, 1}};
+        used[bt[i] = (int32_t)((i * 37 + 5) % p.n_blocks)] = 1;
+    const int32_t short_lens[3][S] = {{40, 9, 20}, {1, 7, 1}, {1, 1, 1}};
+    const int32_t long_lens[3][S] = {{600, 300, 5}, {1, 1, 1}, {1, 4, 1}};
+    const int32_t(*lens)[S] = ac->long_ctx ? long_lens : short_lens;
     int32_t ctx[S] = {0, 0, 0};
     for (int step = 0; step < 3; step++) {
-        if (step == 2) { /* sequence 0 moves to blocks 60..62 after a copy */
-            int32_t src[3] = {bt[0], bt[1], bt[2]}, dst[3] = {60, 61, 62};
+        if (step == 2) { /* sequence 0's first three blocks move to unused ones after a copy */
+            int32_t src[3] = {bt[0], bt[1], bt[2]}, dst[3], nd = 0;
+            for (int32_t blk = p.n_blocks - 1; blk >= 0 && nd < 3; blk--)
+                if (!used[blk])
+                    dst[nd++] = blk;
             for (int s = 0; s < 2; s++) {
                 sy_err err = {{0}};
                 op_ok(sd[s], sd[s]->a->copy_blocks(sd[s]->attn->inst, src, dst, 3, &err), "copy_blocks", &err);
             }
-            bt[0] = 60, bt[1] = 61, bt[2] = 62;
+            bt[0] = dst[0], bt[1] = dst[1], bt[2] = dst[2];
         }
         int32_t tok_start[S + 1] = {0};
         for (int s = 0; s < S; s++)
@@ -312,8 +319,8 @@ static void test_attention(side *c, side *g, const attn_case *ac)
                     sd[s]->d->free(sd[s]->dev->inst, ts[i]);
             }
             char cas[96];
-            snprintf(cas, sizeof cas, "step %d layer %d: %d/%d heads d %d %s win %d", step, layer, p.n_heads,
-                     p.n_kv_heads, p.head_dim, sy_dtype_name(ac->kv), ac->window);
+            snprintf(cas, sizeof cas, "step %d layer %d: %d/%d heads d %d %s win %d%s", step, layer, p.n_heads,
+                     p.n_kv_heads, p.head_dim, sy_dtype_name(ac->kv), ac->window, ac->long_ctx ? " ctx 600" : "");
             compare("attention", cas, out[1], out[0], (size_t)(T * qc), 1e-5);
             free(out[0]), free(out[1]);
         }
@@ -432,8 +439,10 @@ int main(int argc, char **argv)
     test_linear(&c, &gr, 3e-2);
     test_rope(&c, &g);
     static const attn_case cases[] = {
-        {8, 2, 64, 0, SY_DTYPE_F32}, {8, 2, 64, 24, SY_DTYPE_BF16}, {32, 8, 128, 0, SY_DTYPE_BF16},
-        {16, 1, 128, 0, SY_DTYPE_F16}, {4, 4, 256, 0, SY_DTYPE_F32},
+        {8, 2, 64, 0, SY_DTYPE_F32, 0}, {8, 2, 64, 24, SY_DTYPE_BF16, 0}, {32, 8, 128, 0, SY_DTYPE_BF16, 0},
+        {16, 1, 128, 0, SY_DTYPE_F16, 0}, {4, 4, 256, 0, SY_DTYPE_F32, 0},
+        /* split-K: decode over 600 positions, with a window that empties the first splits, and GQA 8 */
+        {8, 2, 64, 0, SY_DTYPE_F32, 1}, {8, 2, 64, 200, SY_DTYPE_BF16, 1}, {32, 4, 128, 0, SY_DTYPE_BF16, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         test_attention(&c, &g, &cases[i]);

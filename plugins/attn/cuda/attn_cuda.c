@@ -32,15 +32,24 @@ typedef struct attn_cuda {
     void *kc, *vc;
     int64_t k_tile, v_tile; /* elements per (layer, KV head, block) tile */
     int32_t *meta_host;     /* packed step tables */
+    int32_t *meta_sent;     /* what meta_dev holds now: meta_sent_n entries (0 = nothing valid) */
+    size_t meta_sent_n;
     size_t meta_cap;        /* int32 elements of meta_host and meta_dev */
     int32_t *meta_dev;
     int smem_opted_in;
+    int sms;           /* multiprocessors: how many blocks keep the GPU busy */
+    float *part;       /* split-K partials (syat_params.part) */
+    size_t part_cap;   /* floats in part */
+    int split_k;       /* [attention] split_k = auto */
 } attn_cuda;
 
 static const sy_key_decl keys[] = {
     {"kv_dtype", SY_KEY_ENUM, "f32",
      "KV cache element type when the engine has no preference (the problem's F16/BF16 wins)", 1, 0,
      SYK_KV_DTYPE_CHOICES},
+    {"split_k", SY_KEY_ENUM, "auto",
+     "flash-decoding: split long contexts over more blocks when the batch leaves SMs idle (auto), or never (off)",
+     1, 0, "auto|off"},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -81,6 +90,8 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     if (!a)
         return sy_err_set(err, SY_ERR_NOMEM, "attn %s: cannot allocate the instance", SY_ATTN_NAME);
     a->host = host;
+    const char *sk = sy_kv_get(cfg, n_cfg, "split_k");
+    a->split_k = !sk || strcmp(sk, "off") != 0;
     snprintf(a->kv_key, sizeof a->kv_key, "%s", kv ? kv : "f32");
     *inst = a;
     return SY_OK;
@@ -94,7 +105,14 @@ static void release(attn_cuda *a)
         cudaFree(a->vc);
     if (a->meta_dev)
         cudaFree(a->meta_dev);
+    if (a->part)
+        cudaFree(a->part);
+    a->part = NULL;
+    a->part_cap = 0;
     free(a->meta_host);
+    free(a->meta_sent);
+    a->meta_sent = NULL;
+    a->meta_sent_n = 0;
     a->kc = a->vc = NULL;
     a->meta_dev = a->meta_host = NULL;
     a->meta_cap = 0;
@@ -167,6 +185,10 @@ static int prepare(void *inst, const sy_attn_problem *p, sy_err *err)
         return sy_err_set(err, e == cudaErrorMemoryAllocation ? SY_ERR_NOMEM : SY_ERR_INTERNAL,
                           "attn %s: KV cache of %zu bytes: %s", SY_ATTN_NAME, kb + vb, cudaGetErrorString(e));
     }
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&a->sms, cudaDevAttrMultiProcessorCount, dev) !=
+                                                  cudaSuccess)
+        a->sms = 0; /* unknown: never split */
     a->prepared = 1;
     sy_logf(a->host, SY_LOG_INFO, SY_ATTN_NAME, "KV cache %.1f MiB (%s), %d layers x %d blocks x %d tokens, tile %d",
             (double)(kb + vb) / 1048576.0, sy_dtype_name(dt), p->n_layers, p->n_blocks, p->block_size,
@@ -182,9 +204,14 @@ static int meta_reserve(attn_cuda *a, size_t n, sy_err *err)
     while (cap < n)
         cap *= 2;
     int32_t *h = realloc(a->meta_host, cap * sizeof(int32_t));
-    if (!h)
+    if (h)
+        a->meta_host = h;
+    int32_t *hs = h ? realloc(a->meta_sent, cap * sizeof(int32_t)) : NULL;
+    if (hs)
+        a->meta_sent = hs;
+    a->meta_sent_n = 0;
+    if (!h || !hs)
         return sy_err_set(err, SY_ERR_NOMEM, "attn %s: step tables of %zu entries", SY_ATTN_NAME, cap);
-    a->meta_host = h;
     if (a->meta_dev)
         cudaFree(a->meta_dev); /* synchronous: no queued kernel still reads it */
     a->meta_dev = NULL;
@@ -217,9 +244,44 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
     memcpy(m + T, b->tok_start, (S + 1) * sizeof(int32_t));
     memcpy(m + T + S + 1, b->ctx_len, S * sizeof(int32_t));
     memcpy(m + T + 2 * S + 1, b->block_table, S * MB * sizeof(int32_t));
-    /* From pageable memory: returns once the host buffer has been staged, so it may be refilled next call. */
-    SYC_TRY(err, cudaMemcpyAsync(a->meta_dev, m, n * sizeof(int32_t), cudaMemcpyHostToDevice, 0),
-            "attn: step tables upload");
+    /* Every layer of a step brings the same tables: upload them once. From pageable memory the copy returns
+     * once the host buffer has been staged, so it may be refilled next call. */
+    if (n != a->meta_sent_n || memcmp(m, a->meta_sent, n * sizeof(int32_t)) != 0) {
+        a->meta_sent_n = 0;
+        SYC_TRY(err, cudaMemcpyAsync(a->meta_dev, m, n * sizeof(int32_t), cudaMemcpyHostToDevice, 0),
+                "attn: step tables upload");
+        memcpy(a->meta_sent, m, n * sizeof(int32_t));
+        a->meta_sent_n = n;
+    }
+    /* Flash-decoding when the batch alone leaves most multiprocessors idle: enough splits for about two blocks
+     * per SM, each at least two KV tiles long (shorter ones cost more to merge than they save). */
+    int64_t max_len = 0;
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        const int64_t len = (int64_t)b->ctx_len[s] + (b->tok_start[s + 1] - b->tok_start[s]);
+        max_len = len > max_len ? len : max_len;
+    }
+    const int64_t blocks = (int64_t)b->n_tokens * a->p.n_kv_heads, want = 2 * (int64_t)a->sms;
+    int n_splits = 1, split_len = 0;
+    if (a->split_k && blocks < want && max_len >= 4 * SY_ATTN_KV_TILE) {
+        int64_t ns = (want + blocks - 1) / blocks, most = max_len / (2 * SY_ATTN_KV_TILE);
+        ns = ns < most ? ns : most;
+        ns = ns < SY_ATTN_MAX_SPLITS ? ns : SY_ATTN_MAX_SPLITS;
+        const int64_t len = ((max_len + ns - 1) / ns + SY_ATTN_KV_TILE - 1) / SY_ATTN_KV_TILE * SY_ATTN_KV_TILE;
+        n_splits = (int)((max_len + len - 1) / len);
+        split_len = (int)len;
+    }
+    if (n_splits > 1) {
+        const size_t need = (size_t)blocks * (size_t)(a->p.n_heads / a->p.n_kv_heads) * (size_t)n_splits *
+                            (size_t)(a->p.v_head_dim + 2);
+        if (need > a->part_cap) {
+            if (a->part)
+                cudaFree(a->part); /* synchronous: no queued kernel still reads it */
+            a->part = NULL;
+            a->part_cap = 0;
+            SYC_TRY(err, cudaMalloc((void **)&a->part, need * sizeof(float)), "attn: split-K partials");
+            a->part_cap = need;
+        }
+    }
     const syat_params prm = {
         .q = io.q, .k = io.k, .v = io.v, .out = io.out,
         .ldq = io.ldq, .ldk = io.ldk, .ldv = io.ldv, .ldo = io.ldo,
@@ -230,6 +292,7 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
         .head_dim = a->p.head_dim, .v_head_dim = a->p.v_head_dim, .block_size = a->p.block_size,
         .n_blocks = a->p.n_blocks, .layer = layer, .window = a->p.sliding_window,
         .scale = a->p.scale,
+        .n_splits = n_splits, .split_len = split_len, .part = a->part,
     };
     if (syat_forward(&prm, &a->smem_opted_in) < 0)
         return sy_err_set(err, SY_ERR_UNSUPPORTED, "attn %s: cannot opt in to the shared memory the kernel needs",

@@ -7,10 +7,15 @@
  * token, KV head): it holds the group's query rows and walks the token's
  * visible positions (causal, sliding window) SY_ATTN_KV_TILE at a time,
  * staging K and V rows through shared memory, with an online softmax per
- * query head and F32 accumulation. Prefill and decode rows mix freely, and
- * a token's result does not depend on the rest of the batch. Simple before
- * fast: no split-K (flash-decoding) yet, so a decode step at batch 1 runs
- * n_kv_heads blocks.
+ * query head and F32 accumulation. Prefill and decode rows mix freely.
+ *
+ * A decode step at small batch would run only n_tokens x n_kv_heads blocks
+ * (8 on a 132-SM H200 for one Llama-3-8B sequence), each walking the whole
+ * context: so when the glue asks for it (n_splits > 1), the context is cut
+ * into splits of split_len positions, one block each, which leave their
+ * unnormalised output, running max and sum in `part`, and k_combine merges
+ * them (flash-decoding). The split count depends on the batch, so on the GPU
+ * a token's result may differ in the last bits with the batch around it.
  */
 #include <math.h>
 #include <stdint.h>
@@ -58,13 +63,18 @@ __global__ void __launch_bounds__(SY_ATTN_THREADS) k_attend(syat_params p)
     float *ssum = smax + G;
     float *salpha = ssum + G;
 
-    const int t = blockIdx.x, kvh = blockIdx.y, tid = threadIdx.x, nth = blockDim.x;
+    const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, tid = threadIdx.x, nth = blockDim.x;
     const int32_t *seq_of = p.meta, *tok_start = seq_of + p.n_tokens, *ctx_len = tok_start + p.n_seqs + 1;
     const int32_t *bt = ctx_len + p.n_seqs;
     const int s = seq_of[t];
-    const int64_t pos = (int64_t)ctx_len[s] + (t - tok_start[s]);
-    const int64_t lo = p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
+    int64_t pos = (int64_t)ctx_len[s] + (t - tok_start[s]);
+    int64_t lo = p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
     const int32_t *seq_bt = bt + (int64_t)s * p.max_blocks;
+    if (p.n_splits > 1) { /* this block's share of the visible positions; it may be empty */
+        const int64_t s0 = (int64_t)split * p.split_len, s1 = s0 + p.split_len - 1;
+        lo = lo > s0 ? lo : s0;
+        pos = pos < s1 ? pos : s1;
+    }
 
     /* The softmax scale is folded into q, as on the CPU. */
     for (int i = tid; i < G * D; i += nth) {
@@ -134,9 +144,46 @@ __global__ void __launch_bounds__(SY_ATTN_THREADS) k_attend(syat_params p)
         }
         __syncthreads();
     }
+    if (p.n_splits > 1) {
+        float *part = p.part + ((int64_t)t * p.n_kv_heads * G + (int64_t)kvh * G) * p.n_splits * (DV + 2);
+        for (int i = tid; i < G * DV; i += nth) {
+            const int g = i / DV, d = i % DV;
+            part[((int64_t)g * p.n_splits + split) * (DV + 2) + d] = so[i];
+        }
+        for (int g = tid; g < G; g += nth) {
+            part[((int64_t)g * p.n_splits + split) * (DV + 2) + DV] = smax[g];
+            part[((int64_t)g * p.n_splits + split) * (DV + 2) + DV + 1] = ssum[g];
+        }
+        return;
+    }
     for (int i = tid; i < G * DV; i += nth) {
         const int g = i / DV, d = i % DV;
         p.out[(int64_t)t * p.ldo + ((int64_t)kvh * G + g) * DV + d] = so[i] / ssum[g];
+    }
+}
+
+/* One block per (token, query head): rescales each split to the common max, in split order. */
+__global__ void k_combine(syat_params p)
+{
+    const int t = blockIdx.x, h = blockIdx.y, DV = p.v_head_dim, NS = p.n_splits;
+    const float *part = p.part + ((int64_t)t * gridDim.y + h) * NS * (DV + 2);
+    float mx = -INFINITY;
+    for (int i = 0; i < NS; i++)
+        mx = fmaxf(mx, part[(int64_t)i * (DV + 2) + DV]);
+    float sum = 0.0f;
+    for (int i = 0; i < NS; i++) {
+        const float m = part[(int64_t)i * (DV + 2) + DV];
+        if (m != -INFINITY) /* an empty split: no visible position */
+            sum += part[(int64_t)i * (DV + 2) + DV + 1] * expf(m - mx);
+    }
+    for (int d = threadIdx.x; d < DV; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int i = 0; i < NS; i++) {
+            const float m = part[(int64_t)i * (DV + 2) + DV];
+            if (m != -INFINITY)
+                acc = fmaf(part[(int64_t)i * (DV + 2) + d], expf(m - mx), acc);
+        }
+        p.out[(int64_t)t * p.ldo + (int64_t)h * DV + d] = acc / sum;
     }
 }
 
@@ -153,7 +200,11 @@ extern "C" int syat_forward(const syat_params *p, int *smem_opted_in)
             return -1;
         *smem_opted_in = bytes;
     }
-    k_attend<<<grid, SY_ATTN_THREADS, (size_t)bytes>>>(*p);
+    const int splits = p->n_splits > 1 ? p->n_splits : 1;
+    k_attend<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_kv_heads, (unsigned)splits), SY_ATTN_THREADS,
+               (size_t)bytes>>>(*p);
+    if (splits > 1)
+        k_combine<<<dim3((unsigned)p->n_tokens, (unsigned)(p->n_kv_heads * p->group)), 128>>>(*p);
     return bytes;
 }
 

@@ -22,9 +22,14 @@ typedef struct syat_params {
     int n_tokens, n_seqs, max_blocks;
     int n_kv_heads, group, head_dim, v_head_dim, block_size, n_blocks, layer, window;
     float scale;
+    /* Split-K (flash-decoding): positions [i * split_len, (i + 1) * split_len) go to split i, each a block
+     * of its own, and k_combine merges the splits' partial softmax. n_splits 1: no partials, no merge. */
+    int n_splits, split_len;
+    float *part; /* [n_tokens][n_kv_heads * group][n_splits][v_head_dim + 2]: unnormalised O, max, sum */
 } syat_params;
 
-/* Writes the step's k/v rows into the cache, then attends; returns the dynamic shared memory used. */
+/* Writes the step's k/v rows into the cache, then attends (and merges the splits); returns the dynamic shared
+ * memory used, or -1 when the kernel cannot be given it. */
 int syat_forward(const syat_params *p, int *smem_opted_in);
 /*
  * Copies whole blocks, pairs[2i] -> pairs[2i+1] (a host array), in order, for

@@ -16,6 +16,7 @@
 #define SY_ATTN_THREADS 128
 #define SY_ATTN_MAX_GROUP 16 /* query heads per KV head */
 #define SY_ATTN_MAX_DIM 256  /* head_dim and v_head_dim */
+#define SY_ATTN_MAX_SPLITS 64 /* split-K: most splits of one token's context */
 
 #if SY_ATTN_SM == 80
 #define SY_ATTN_KV_TILE 32 /* KV positions staged in shared memory per step */
