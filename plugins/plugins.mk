@@ -14,6 +14,7 @@ include $(srcdir)/plugins/moe/cpu/moe-cpu.mk
 include $(srcdir)/plugins/comm/local/comm-local.mk
 include $(srcdir)/plugins/comm/shm/comm-shm.mk
 include $(srcdir)/plugins/comm/mpi/comm-mpi.mk
+include $(srcdir)/plugins/comm/tcp/comm-tcp.mk
 include $(srcdir)/plugins/common/cuda/dist.mk
 if HAVE_CUDA
 include $(srcdir)/plugins/common/cuda/cuda.mk

@@ -51,6 +51,7 @@ typedef struct bench_result {
     long prompt_tokens;  /* usage.prompt_tokens (else the dataset's) */
     long output_tokens;  /* usage.completion_tokens (else token chunks) */
     long n_chunks;       /* chunks carrying a token */
+    int resent;          /* sent a second time: the reused connection closed before answering */
     double *itl;         /* gaps between token chunks, seconds */
     size_t n_itl, cap_itl;
     char *error;
@@ -60,6 +61,7 @@ typedef struct bench_stats {
     int concurrency;     /* 0: unlimited */
     double request_rate; /* 0: all at once */
     long completed, failed;
+    long resent;         /* requests sent again on a new connection */
     double duration;
     long total_input, total_output;
     double request_throughput, input_throughput, output_throughput, total_throughput;

@@ -31,6 +31,7 @@ typedef struct bench_stream {
     size_t *n_failed;
     long *n_tokens;
     int finished;
+    int resent;          /* sent again on a new connection (bench_loop.c) */
 } bench_stream;
 
 /* bench_sse.c */
@@ -70,6 +71,7 @@ typedef struct bench_conn {
     /* HTTP/1.1: one request at a time */
     bench_h1 h1;
     bench_stream *cur;
+    long n_answers;      /* answers completed here: a reused connection when > 0 */
     /* h2c */
     void *h2;            /* nghttp2_session */
     int n_streams;

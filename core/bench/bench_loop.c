@@ -1,7 +1,13 @@
 /*
  * The bench client's event loop: one thread, epoll, non-blocking sockets.
  * HTTP/1.1 keeps a pool of keep-alive connections (one request each at a
- * time, a new connection when none is idle); h2c multiplexes up to
+ * time, a new connection when none is idle). A server may close an idle
+ * keep-alive connection at any moment without saying so (llama-server's
+ * cpp-httplib closes after every streamed answer, whose headers promise
+ * keep-alive), so a request written on a reused connection can meet the
+ * close; when nothing of its answer has arrived the server cannot have
+ * started it, and it is sent once more on a new connection, as HTTP
+ * clients do (RFC 9112 9.3.1), and counted. h2c multiplexes up to
  * H2_STREAMS_PER_CONN streams per connection. Requests start while the
  * concurrency limit allows and, with a request rate, when their Poisson
  * arrival time has come.
@@ -130,6 +136,35 @@ static void conn_fail(loop *L, bench_conn *c, const char *why)
         }
 }
 
+/* The request on c has met the close of a reused connection before any
+ * byte of its answer: 1 when it was sent again on a new connection. */
+static int resend(loop *L, bench_conn *c, const char *why)
+{
+    bench_stream *s = c->cur;
+    if (c->h2 || !s || s->resent || c->n_answers == 0 || c->h1.state != BENCH_H1_HEAD || c->h1.hdr_len > 0)
+        return 0;
+    c->cur = NULL;
+    conn_fail(L, c, why);
+    bench_conn *n = conn_open(L);
+    if (!n || bench_h1_request(n, L->o, s) < 0) {
+        /* nothing left to resend on: the request fails with the first cause */
+        if (n)
+            n->cur = NULL;
+        bench_stream_finish(s, bench_now(), why);
+        return 1;
+    }
+    s->resent = 1;
+    s->res->resent = 1;
+    return 1;
+}
+
+/* A connection lost: its request is resent when allowed, else fails. */
+static void conn_lost(loop *L, bench_conn *c, const char *why)
+{
+    if (!resend(L, c, why))
+        conn_fail(L, c, why);
+}
+
 static void conn_write(loop *L, bench_conn *c)
 {
     while (c->out.off < c->out.len) {
@@ -141,7 +176,7 @@ static void conn_write(loop *L, bench_conn *c)
                 break;
             char msg[400];
             snprintf(msg, sizeof msg, "send to %s:%d: %s", L->o->host, L->o->port, strerror(errno));
-            conn_fail(L, c, msg);
+            conn_lost(L, c, msg);
             return;
         }
         c->out.off += (size_t)w;
@@ -158,9 +193,18 @@ static int start_request(loop *L, bench_stream *s)
         for (size_t i = 0; i < L->n_conns && !c; i++)
             if (!L->conns[i]->dead && L->conns[i]->n_streams < H2_STREAMS_PER_CONN)
                 c = L->conns[i];
-    } else if (L->idle) {
-        c = L->idle;
-        L->idle = c->next_idle;
+    } else {
+        /* skip idle connections whose close has already arrived */
+        while (!c && L->idle) {
+            bench_conn *i = L->idle;
+            L->idle = i->next_idle;
+            char b;
+            ssize_t r = recv(i->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                c = i;
+            else
+                conn_fail(L, i, r > 0 ? "bytes from the server with no request in flight" : "closed while idle");
+        }
     }
     if (!c && !(c = conn_open(L)))
         return -1;
@@ -190,7 +234,7 @@ static void conn_readable(loop *L, bench_conn *c)
                 c->cur = NULL;
             }
             snprintf(err, sizeof err, "%s", r == 0 ? "the server closed the connection" : strerror(errno));
-            conn_fail(L, c, err);
+            conn_lost(L, c, err);
             return;
         }
         double now = bench_now();
@@ -202,6 +246,7 @@ static void conn_readable(loop *L, bench_conn *c)
         }
         if (!c->h2 && c->h1.done && !c->cur) {
             c->h1.done = 0;
+            c->n_answers++;
             if (c->h1.close_after) {
                 conn_fail(L, c, "closed");
                 return;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void server_message(const char *resp, char *out, size_t len)
 {
@@ -63,6 +64,36 @@ static int discover_model(const bench_opts *o, char *model, size_t mlen, long *m
     *n_vocab = json_is_integer(nv) && json_integer_value(nv) > 0 ? (long)json_integer_value(nv) : 0;
     json_decref(root);
     return 0;
+}
+
+/* Waits while GET /health answers 503: a server still loading its model
+ * (switchyard serve, llama-server) lists it in /v1/models already but
+ * answers 503 to /detokenize and to completions. */
+static int wait_ready(const bench_opts *o)
+{
+    double t0 = bench_now();
+    int said = 0;
+    for (;;) {
+        int status;
+        char *resp = NULL, err[512];
+        if (bench_http_simple(o, "GET", "/health", NULL, &status, &resp, err, sizeof err) < 0) {
+            fprintf(stderr, "switchyard bench: %s\n", err);
+            return -1;
+        }
+        free(resp);
+        if (status != 503)
+            return 0;
+        if (bench_now() - t0 > 600) {
+            fprintf(stderr, "switchyard bench: GET /health on %s:%d still answers 503 after 600 s\n", o->host, o->port);
+            return -1;
+        }
+        if (!said && bench_now() - t0 > 1) {
+            fprintf(stderr, "switchyard bench: waiting for the server to load (GET /health answers 503)\n");
+            said = 1;
+        }
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* 1 if /detokenize accepts id, 0 if it refuses it, -1 on a failure. */
@@ -126,7 +157,7 @@ int sy_cmd_bench(int argc, char **argv)
         return a > 0 ? 0 : 2;
     char model[256];
     long max_len = 0, vocab = o.vocab_size, n_vocab = 0;
-    if (discover_model(&o, model, sizeof model, &max_len, &n_vocab) < 0)
+    if (wait_ready(&o) < 0 || discover_model(&o, model, sizeof model, &max_len, &n_vocab) < 0)
         return 1;
     if (vocab == 0)
         vocab = n_vocab;
@@ -159,6 +190,11 @@ int sy_cmd_bench(int argc, char **argv)
         bench_compute_stats(res, n, dur, &stats[i]);
         bench_results_free(res, n);
         bench_print_table(&stats[i], 1, i == 0);
+        if (stats[i].resent)
+            fprintf(stderr,
+                    "switchyard bench: %ld request%s sent a second time on a new connection: the server had closed "
+                    "the reused keep-alive connection before answering\n",
+                    stats[i].resent, stats[i].resent == 1 ? "" : "s");
         levels++;
         failed += stats[i].failed;
         if (stats[i].failed && !first_error)

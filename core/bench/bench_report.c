@@ -65,6 +65,7 @@ static json_t *level_json(const bench_stats *x)
 #define R(k) json_object_set_new(o, #k, json_real(x->k))
     I(completed);
     I(failed);
+    I(resent);
     R(duration);
     I(total_input);
     I(total_output);

@@ -60,6 +60,7 @@ void bench_compute_stats(const bench_result *r, size_t n, double duration, bench
     size_t n_itl = 0;
     double t_min = INFINITY, t_max = 0;
     for (size_t i = 0; i < n; i++) {
+        s->resent += r[i].resent;
         if (!r[i].ok) {
             s->failed++;
             if (!s->first_error[0])

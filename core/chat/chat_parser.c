@@ -93,17 +93,27 @@ static int expect_op(parser *P, const char *op)
     return 0;
 }
 
+/* Room for one more of n elem-byte elements: arena memory is never freed
+ * on its own, so the array moves to a copy twice the size (4 at first). */
+static void *arena_grow(sy_ct_arena *a, const void *v, size_t n, size_t *cap, size_t elem)
+{
+    const size_t nc = *cap ? *cap * 2 : 4;
+    void *nv = sy_ct_alloc(a, nc * elem);
+    if (!nv)
+        return NULL;
+    if (n)
+        memcpy(nv, v, n * elem);
+    *cap = nc;
+    return nv;
+}
+
 int sy_ct_list_push(sy_ct_arena *a, sy_nodelist *l, sy_node *n)
 {
     if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 4;
-        sy_node **nv = sy_ct_alloc(a, nc * sizeof *nv);
+        sy_node **nv = arena_grow(a, l->v, l->n, &l->cap, sizeof *nv);
         if (!nv)
             return -1;
-        if (l->n)
-            memcpy(nv, l->v, l->n * sizeof *nv);
         l->v = nv;
-        l->cap = nc;
     }
     l->v[l->n++] = n;
     return 0;
@@ -112,14 +122,10 @@ int sy_ct_list_push(sy_ct_arena *a, sy_nodelist *l, sy_node *n)
 static int push_name(parser *P, sy_node *nd, const char *name)
 {
     if (nd->nknames == nd->capknames) {
-        size_t nc = nd->capknames ? nd->capknames * 2 : 4;
-        const char **nv = sy_ct_alloc(P->a, nc * sizeof *nv);
+        const char **nv = arena_grow(P->a, nd->knames, nd->nknames, &nd->capknames, sizeof *nv);
         if (!nv)
             return -1;
-        if (nd->nknames)
-            memcpy(nv, nd->knames, nd->nknames * sizeof *nv);
         nd->knames = nv;
-        nd->capknames = nc;
     }
     nd->knames[nd->nknames++] = name;
     return 0;
@@ -161,18 +167,25 @@ static int enter(parser *P)
     return 1;
 }
 
+/* Before each item of a comma-separated list closed by `close` (a trailing
+ * comma allowed), done saying whether an item came before: 1 when another
+ * item follows, 0 at the close (not consumed), -1 on a syntax error. */
+static int more_items(parser *P, const char *close, int done)
+{
+    if (is_op(P, close))
+        return 0;
+    if (done && !expect_op(P, ","))
+        return -1;
+    return !is_op(P, close);
+}
+
 /* ( args ) : positional then keyword (name=expr) */
 static int p_callargs(parser *P, sy_node *nd)
 {
     if (!expect_op(P, "("))
         return -1;
-    while (!is_op(P, ")")) {
-        if (nd->args.n || nd->nknames) {
-            if (!expect_op(P, ","))
-                return -1;
-            if (is_op(P, ")"))
-                break;
-        }
+    int more;
+    while ((more = more_items(P, ")", nd->args.n || nd->nknames)) > 0) {
         if (cur(P)->type == TK_NAME && P->i + 1 < P->n && P->t[P->i + 1].type == TK_OP &&
             P->t[P->i + 1].n == 1 && P->t[P->i + 1].s[0] == '=') {
             const char *k = tokname(P, cur(P));
@@ -191,6 +204,8 @@ static int p_callargs(parser *P, sy_node *nd)
                 return P->failed ? -1 : (oom(P), -1);
         }
     }
+    if (more < 0)
+        return -1;
     adv(P);
     return 0;
 }
@@ -267,25 +282,21 @@ static sy_node *p_primary(parser *P)
         adv(P);
         if (!(nd = mk(P, E_LIST, t)))
             return NULL;
-        while (!is_op(P, "]")) {
-            if (nd->args.n && !expect_op(P, ","))
-                return NULL;
-            if (is_op(P, "]"))
-                break;
+        int more;
+        while ((more = more_items(P, "]", nd->args.n > 0)) > 0) {
             sy_node *x = p_expr(P);
             if (!x || sy_ct_list_push(P->a, &nd->args, x))
                 return P->failed ? NULL : oom(P);
         }
+        if (more < 0)
+            return NULL;
         adv(P);
     } else if (is_op(P, "{")) {
         adv(P);
         if (!(nd = mk(P, E_DICT, t)))
             return NULL;
-        while (!is_op(P, "}")) {
-            if (nd->args.n && !expect_op(P, ","))
-                return NULL;
-            if (is_op(P, "}"))
-                break;
+        int more;
+        while ((more = more_items(P, "}", nd->args.n > 0)) > 0) {
             sy_node *k = p_expr(P);
             if (!k || !expect_op(P, ":"))
                 return NULL;
@@ -293,12 +304,24 @@ static sy_node *p_primary(parser *P)
             if (!v || sy_ct_list_push(P->a, &nd->args, k) || sy_ct_list_push(P->a, &nd->kwvals, v))
                 return P->failed ? NULL : oom(P);
         }
+        if (more < 0)
+            return NULL;
         adv(P);
     } else {
         return pfail(P, "an expression");
     }
     P->depth--;
     return nd;
+}
+
+/* callee(args...), the call's node anchored at t (the '('). */
+static sy_node *p_call(parser *P, sy_node *callee, const sy_ct_tok *t)
+{
+    sy_node *x = mk(P, E_CALL, t);
+    if (!x)
+        return NULL;
+    x->a = callee;
+    return p_callargs(P, x) ? NULL : x;
 }
 
 static sy_node *p_postfix(parser *P, sy_node *nd)
@@ -364,13 +387,8 @@ static sy_node *p_postfix(parser *P, sy_node *nd)
             }
             nd = x;
         } else if (is_op(P, "(")) {
-            sy_node *x = mk(P, E_CALL, t);
-            if (!x)
+            if (!(nd = p_call(P, nd, t)))
                 return NULL;
-            x->a = nd;
-            if (p_callargs(P, x))
-                return NULL;
-            nd = x;
         } else {
             break;
         }
@@ -427,13 +445,8 @@ static sy_node *p_filters(parser *P, sy_node *nd)
             }
             nd = x;
         } else if (is_op(P, "(")) {
-            sy_node *x = mk(P, E_CALL, t);
-            if (!x)
+            if (!(nd = p_call(P, nd, t)))
                 return NULL;
-            x->a = nd;
-            if (p_callargs(P, x))
-                return NULL;
-            nd = x;
         } else {
             break;
         }
@@ -595,13 +608,14 @@ static sy_node *p_not(parser *P)
     return p_compare(P);
 }
 
-static sy_node *p_and(parser *P)
+/* operand (keyword operand)*, left-associative: 'and' and 'or'. */
+static sy_node *p_logic(parser *P, const char *keyword, int kind, sy_node *(*operand)(parser *))
 {
-    sy_node *l = p_not(P);
-    while (l && is_name(P, "and")) {
-        sy_node *x = mk(P, E_AND, cur(P));
+    sy_node *l = operand(P);
+    while (l && is_name(P, keyword)) {
+        sy_node *x = mk(P, kind, cur(P));
         adv(P);
-        if (!x || !(x->b = p_not(P)))
+        if (!x || !(x->b = operand(P)))
             return NULL;
         x->a = l;
         l = x;
@@ -609,19 +623,9 @@ static sy_node *p_and(parser *P)
     return l;
 }
 
-static sy_node *p_or(parser *P)
-{
-    sy_node *l = p_and(P);
-    while (l && is_name(P, "or")) {
-        sy_node *x = mk(P, E_OR, cur(P));
-        adv(P);
-        if (!x || !(x->b = p_and(P)))
-            return NULL;
-        x->a = l;
-        l = x;
-    }
-    return l;
-}
+static sy_node *p_and(parser *P) { return p_logic(P, "and", E_AND, p_not); }
+
+static sy_node *p_or(parser *P) { return p_logic(P, "or", E_OR, p_and); }
 
 static sy_node *p_expr(parser *P)
 {
@@ -657,6 +661,14 @@ static int expect_block_end(parser *P)
     }
     adv(P);
     return 0;
+}
+
+/* The '%}' closing a statement, then its body up to "{% end" (consumed). */
+static int p_block_to(parser *P, sy_nodelist *body, const char *end)
+{
+    const char *const ends[] = {end, NULL};
+    int which = 0;
+    return expect_block_end(P) || p_body(P, body, ends, &which) ? -1 : 0;
 }
 
 static int p_targets(parser *P, sy_node *nd)
@@ -705,8 +717,7 @@ static sy_node *p_stmt(parser *P)
             tail = e;
         }
         if (which == 1) {
-            static const char *const ends2[] = {"endif", NULL};
-            if (expect_block_end(P) || p_body(P, &tail->orelse, ends2, &which))
+            if (p_block_to(P, &tail->orelse, "endif"))
                 return NULL;
         }
     } else if (is_name(P, "for")) {
@@ -732,8 +743,7 @@ static sy_node *p_stmt(parser *P)
         if (p_body(P, &nd->body, ends, &which))
             return NULL;
         if (which == 0) {
-            static const char *const ends2[] = {"endfor", NULL};
-            if (expect_block_end(P) || p_body(P, &nd->orelse, ends2, &which))
+            if (p_block_to(P, &nd->orelse, "endfor"))
                 return NULL;
         }
     } else if (is_name(P, "set")) {
@@ -764,8 +774,7 @@ static sy_node *p_stmt(parser *P)
             }
         } else if (cur(P)->type == TK_BLOCK_END && nd->nknames == 1 && !nd->name) {
             nd->kind = N_SETBLOCK;
-            static const char *const ends[] = {"endset", NULL};
-            if (expect_block_end(P) || p_body(P, &nd->body, ends, &which))
+            if (p_block_to(P, &nd->body, "endset"))
                 return NULL;
             P->depth--;
             return expect_block_end(P) ? NULL : nd;
@@ -797,8 +806,7 @@ static sy_node *p_stmt(parser *P)
                 return oom(P);
         }
         adv(P);
-        static const char *const ends[] = {"endmacro", NULL};
-        if (expect_block_end(P) || p_body(P, &nd->body, ends, &which))
+        if (p_block_to(P, &nd->body, "endmacro"))
             return NULL;
     } else if (is_name(P, "break") || is_name(P, "continue")) {
         nd = mk(P, is_name(P, "break") ? N_BREAK : N_CONTINUE, t);
@@ -811,8 +819,7 @@ static sy_node *p_stmt(parser *P)
             return NULL;
         c->op = 1;
         nd->a = c;
-        static const char *const ends[] = {"endgeneration", NULL};
-        if (expect_block_end(P) || p_body(P, &nd->body, ends, &which))
+        if (p_block_to(P, &nd->body, "endgeneration"))
             return NULL;
     } else {
         return pfail(P, "a supported statement (if, for, set, macro, break, continue)");

@@ -197,6 +197,25 @@ static int put_float(sy_ct_buf *b, double d)
     return sy_ct_buf_str(b, s);
 }
 
+/* The escapes Python's repr and JSON spell alike; NULL for any other byte. */
+static const char *escape_common(unsigned char ch)
+{
+    switch (ch) {
+    case '\\': return "\\\\";
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    default: return NULL;
+    }
+}
+
+static int put_int(sy_ct_buf *b, const json_t *j)
+{
+    char s[32];
+    snprintf(s, sizeof s, "%lld", (long long)json_integer_value(j));
+    return sy_ct_buf_str(b, s);
+}
+
 static int repr_str(sy_ct_buf *b, const char *s, size_t n)
 {
     char q = (memchr(s, '\'', n) && !memchr(s, '"', n)) ? '"' : '\'';
@@ -206,17 +225,9 @@ static int repr_str(sy_ct_buf *b, const char *s, size_t n)
         unsigned char ch = (unsigned char)s[i];
         char e[8];
         const char *o = NULL;
-        if (ch == '\\')
-            o = "\\\\";
-        else if (ch == (unsigned char)q)
+        if (ch == (unsigned char)q)
             o = q == '\'' ? "\\'" : "\\\"";
-        else if (ch == '\n')
-            o = "\\n";
-        else if (ch == '\r')
-            o = "\\r";
-        else if (ch == '\t')
-            o = "\\t";
-        else if (ch < 0x20 || ch == 0x7f) {
+        else if (!(o = escape_common(ch)) && (ch < 0x20 || ch == 0x7f)) {
             snprintf(e, sizeof e, "\\x%02x", ch);
             o = e;
         }
@@ -228,16 +239,13 @@ static int repr_str(sy_ct_buf *b, const char *s, size_t n)
 
 static int repr_json(const json_t *j, sy_ct_buf *b, int depth)
 {
-    char s[32];
     if (depth > SY_CT_MAX_DEPTH)
         return -1;
     switch (json_typeof(j)) {
     case JSON_NULL: return sy_ct_buf_str(b, "None");
     case JSON_TRUE: return sy_ct_buf_str(b, "True");
     case JSON_FALSE: return sy_ct_buf_str(b, "False");
-    case JSON_INTEGER:
-        snprintf(s, sizeof s, "%lld", (long long)json_integer_value(j));
-        return sy_ct_buf_str(b, s);
+    case JSON_INTEGER: return put_int(b, j);
     case JSON_REAL: return put_float(b, json_real_value(j));
     case JSON_STRING: return repr_str(b, json_string_value(j), json_string_length(j));
     case JSON_ARRAY: {
@@ -357,19 +365,11 @@ static int dump_str(sy_ct_buf *b, const char *s, size_t n)
         char e[8];
         if (ch == '"')
             o = "\\\"";
-        else if (ch == '\\')
-            o = "\\\\";
-        else if (ch == '\n')
-            o = "\\n";
-        else if (ch == '\r')
-            o = "\\r";
-        else if (ch == '\t')
-            o = "\\t";
         else if (ch == '\b')
             o = "\\b";
         else if (ch == '\f')
             o = "\\f";
-        else if (ch < 0x20) {
+        else if (!(o = escape_common(ch)) && ch < 0x20) {
             snprintf(e, sizeof e, "\\u%04x", ch);
             o = e;
         }
@@ -396,16 +396,13 @@ static int newline_indent(sy_ct_buf *b, int indent, int level)
 
 int sy_json_dump(const json_t *j, int indent, sy_ct_buf *b, int level)
 {
-    char s[32];
     if (level > SY_CT_MAX_DEPTH)
         return -1;
     switch (json_typeof(j)) {
     case JSON_NULL: return sy_ct_buf_str(b, "null");
     case JSON_TRUE: return sy_ct_buf_str(b, "true");
     case JSON_FALSE: return sy_ct_buf_str(b, "false");
-    case JSON_INTEGER:
-        snprintf(s, sizeof s, "%lld", (long long)json_integer_value(j));
-        return sy_ct_buf_str(b, s);
+    case JSON_INTEGER: return put_int(b, j);
     case JSON_REAL: {
         double d = json_real_value(j);
         if (isnan(d))

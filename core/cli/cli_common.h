@@ -39,6 +39,7 @@ int sy_cli_dist_arg(sy_dist_opts *o, int argc, char **argv, int *i);
     "  --tp N          tensor parallelism over N processes of this node ([comm] plugin shm, the default);\n"  \
     "                  under mpirun with [comm] plugin = mpi the ranks are mpirun's (no --tp needed)\n"       \
     "  --dist-timeout S  bound on the rank rendezvous, every collective and the wait for rank 0 (default 60)\n" \
-    "  --nnodes N --node-rank R --dist-addr HOST:PORT  checked, but multi-node runs under mpirun\n"
+    "  --nnodes N --node-rank R --dist-addr HOST:PORT  ranks on N nodes without mpirun: the same command on\n"  \
+    "                  each node with its own R (0..N-1) and node 0's address; --tp ranks per node, comm tcp\n"
 
 #endif

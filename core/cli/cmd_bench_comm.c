@@ -4,9 +4,10 @@
  * type, redop, time, algbw, busbw, #wrong), plus the algorithm each size
  * took.
  *
- * For shm and local it starts the ranks itself: it forks --ranks children,
- * each loads the plugin through the loader and joins the group with
- * setup(rank, N, a rendezvous name unique to this run, --timeout). With
+ * For shm, tcp (on 127.0.0.1) and local it starts the ranks itself: it
+ * forks --ranks children, each loads the plugin through the loader and
+ * joins the group with setup(rank, N, a rendezvous name unique to this
+ * run, --timeout). With
  * --launched the ranks come from a launcher instead (mpirun: the
  * OMPI_COMM_WORLD_RANK/SIZE environment), which is how mpi runs.
  *
@@ -23,9 +24,12 @@
 #include "plugin/loader.h"
 #include "plugin/loader_config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,13 +52,13 @@ typedef const char *(*algorithm_fn)(void *inst, size_t bytes);
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: switchyard bench-comm [--plugin local|shm|mpi|all|PATH] [--ranks N] [--min-bytes SIZE]\n"
+            "usage: switchyard bench-comm [--plugin local|shm|tcp|mpi|all|PATH] [--ranks N] [--min-bytes SIZE]\n"
             "                             [--max-bytes SIZE] [--factor F] [--iters N] [--warmup N] [--timeout S]\n"
             "                             [--launched] [--rendezvous NAME] [-c CONFIG] [--set comm.KEY=VALUE]...\n"
             "                             [--plugin-dir DIR]...\n"
             "Allreduce (float, sum, in place) latency and bandwidth by size, as nccl-tests prints them.\n"
             "  --plugin      the comm plugin (default all: every comm plugin that can run here)\n"
-            "  --ranks N     ranks to fork for shm (default 2; local is always 1)\n"
+            "  --ranks N     ranks to fork for shm and tcp (default 2; local is always 1)\n"
             "  --min-bytes / --max-bytes  sizes, multiplied by --factor (default 8 .. 64M, factor 2)\n"
             "  --iters N     timed iterations per size (default: by size, 5..1000); --warmup N (default 5)\n"
             "  --timeout S   bound on the rendezvous and every collective (default 30)\n"
@@ -311,11 +315,38 @@ out:
     return status;
 }
 
+/*
+ * comm tcp meets at an address: a loopback listener on a port the kernel
+ * picks, handed to rank 0 as ";fd=N" as `--nnodes` does (no port to race
+ * for). Returns the socket and writes both rendezvous strings, or -1.
+ */
+static int tcp_meeting_point(char *rdv, size_t cap, char *rdv0, size_t cap0)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 256) ||
+        getsockname(fd, (struct sockaddr *)&a, &len)) {
+        perror("switchyard bench-comm: comm tcp rendezvous on 127.0.0.1");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    snprintf(rdv, cap, "127.0.0.1:%d/bench-%ld", ntohs(a.sin_port), (long)getpid());
+    snprintf(rdv0, cap0, "%s;fd=%d", rdv, fd);
+    return fd;
+}
+
 /* Forks the ranks of one plugin and waits for them all. */
 static int run_forked(bench_opts *o, const char *plugin, int world)
 {
-    char rendezvous[128];
+    char rendezvous[128], rendezvous0[160];
     snprintf(rendezvous, sizeof rendezvous, "bench-%ld-%ld-%.32s", (long)getpid(), (long)time(NULL), plugin);
+    snprintf(rendezvous0, sizeof rendezvous0, "%s", rendezvous);
+    int lfd = -1;
+    if (!strcmp(plugin, "tcp") && (lfd = tcp_meeting_point(rendezvous, sizeof rendezvous, rendezvous0,
+                                                           sizeof rendezvous0)) < 0)
+        return 1;
     pid_t pids[256];
     fflush(stdout);
     fflush(stderr);
@@ -327,12 +358,16 @@ static int run_forked(bench_opts *o, const char *plugin, int world)
             break;
         }
         if (pids[rank] == 0) {
-            int st = run_rank(o, plugin, rank, world, rendezvous);
+            if (rank != 0 && lfd >= 0)
+                close(lfd);
+            int st = run_rank(o, plugin, rank, world, rank == 0 ? rendezvous0 : rendezvous);
             fflush(stdout);
             fflush(stderr);
             _exit(st);
         }
     }
+    if (lfd >= 0)
+        close(lfd);
     int status = 0;
     for (int rank = 0; rank < world; rank++) {
         int ws = 0;

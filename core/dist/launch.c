@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "dist/launch.h"
+#include "dist/rendezvous.h"
 #include "model/model.h"
 #include "util/log.h"
 
@@ -30,7 +31,9 @@ static int check_model(const sy_config *cfg, int tp, sy_err *err)
     memset(&mc, 0, sizeof mc);
     int rc = sy_model_config_load(dir, &mc, err);
     if (rc == SY_OK) {
-        rc = sy_engine_tp_check(&mc, tp, err);
+        /* A bad moe_parallel value is the engine's to report, with its file:line. */
+        const char *split = sy_config_get(cfg, "model", "moe_parallel");
+        rc = sy_engine_parallel_check(&mc, tp, split && strcmp(split, "expert") == 0, err);
         if (rc) {
             char why[sizeof err->msg];
             snprintf(why, sizeof why, "%s", err->msg);
@@ -55,14 +58,169 @@ static int check_multinode(const sy_dist_opts *o, sy_err *err)
             return sy_err_set(err, SY_ERR_INVALID, "--dist-addr expects HOST:PORT with a port in 1..65535, found \"%s\"",
                               o->dist_addr);
     }
-    if (nnodes > 1)
-        return sy_err_set(err, SY_ERR_UNSUPPORTED,
-                          "--nnodes %d: no comm plugin here has a TCP rendezvous (shm is one node), so switchyard "
-                          "does not start ranks on other nodes itself; run the ranks of every node under mpirun "
-                          "with [comm] plugin = mpi instead, e.g. mpirun -n 4 --host a:2,b:2 switchyard serve -c "
-                          "CONFIG --set comm.plugin=mpi",
+    if (nnodes > 1 && !o->dist_addr)
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "--nnodes %d needs --dist-addr HOST:PORT: an address of node 0 where it listens and every "
+                          "other node connects",
+                          nnodes);
+    if (nnodes > 1 && env_int("OMPI_COMM_WORLD_SIZE", 0) > 1)
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "--nnodes %d under mpirun: mpirun already started every rank on every node; drop --nnodes, "
+                          "--node-rank and --dist-addr",
                           nnodes);
     return SY_OK;
+}
+
+/*
+ * The comm plugin for ranks on several nodes: [comm] plugin = auto (or
+ * local, one process's choice) becomes nccl when the ranks use CUDA
+ * devices and tcp otherwise; shm and mpi cannot do it.
+ */
+static int pick_multinode_comm(sy_config *cfg, int nnodes, sy_err *err)
+{
+    const char *plugin = sy_config_get(cfg, "comm", "plugin");
+    if (!plugin || !*plugin || !strcmp(plugin, "auto") || !strcmp(plugin, "local")) {
+        const char *dev = sy_config_get(cfg, "device", "plugin");
+        const bool cuda = dev && !strcmp(dev, "cuda");
+        if (sy_config_set(cfg, cuda ? "comm.plugin=nccl" : "comm.plugin=tcp", err))
+            return SY_ERR_INVALID;
+        return SY_OK;
+    }
+    if (!strcmp(plugin, "shm"))
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "--nnodes %d with [comm] plugin = shm: shared memory reaches the ranks of one node only; use "
+                          "plugin = tcp (or auto)",
+                          nnodes);
+    if (!strcmp(plugin, "mpi"))
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "--nnodes %d with [comm] plugin = mpi: mpi takes its ranks from mpirun; use plugin = tcp "
+                          "(or auto) with --nnodes, or mpirun without it",
+                          nnodes);
+    return SY_OK;
+}
+
+/* Leaves a forked follower only the step-plan socket it owns (fd), as fds[0]. */
+static void keep_only(sy_dist *d, int fd, int comm_fd)
+{
+    for (int j = 0; j < SY_DIST_MAX_RANKS; j++) {
+        if (d->fds[j] >= 0 && d->fds[j] != fd)
+            close(d->fds[j]);
+        d->fds[j] = -1;
+    }
+    if (comm_fd >= 0)
+        close(comm_fd);
+    memset(d->pids, 0, sizeof d->pids);
+    d->fds[0] = fd;
+    d->ed.plan_fds = d->fds;
+    d->follower = true;
+    /* The first rank already says what every rank does; followers speak up for problems only. */
+    if (sy_log_get_level() == SY_LOG_INFO)
+        sy_log_set_level(SY_LOG_WARN);
+}
+
+/*
+ * --nnodes M --node-rank R: the rendezvous (rendezvous.h), then the local
+ * ranks fork as on one node. Node 0's process is global rank 0; node R's
+ * process is rank R*tp and follows like its own forked ranks.
+ */
+static int start_nodes(sy_dist *d, const sy_dist_opts *o, sy_config *cfg, sy_err *err)
+{
+    const int tp = o->tp > 0 ? o->tp : 1, world = o->nnodes * tp;
+    if (world > SY_DIST_MAX_RANKS)
+        return sy_err_set(err, SY_ERR_INVALID, "--nnodes %d x --tp %d is %d ranks, at most %d", o->nnodes, tp, world,
+                          SY_DIST_MAX_RANKS);
+    int rc = pick_multinode_comm(cfg, o->nnodes, err);
+    if (rc || (rc = check_model(cfg, world, err)))
+        return rc;
+    if (o->node_rank > 0) {
+        /* serve blocks the stop signals so that rank 0 drains before its ranks stop; a node that only
+         * follows has nothing to drain, and its operator must be able to stop it, also while it waits for
+         * node 0. Stopping it fails the group as a dead node does. */
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGTERM);
+        sigprocmask(SIG_UNBLOCK, &stop, NULL);
+    }
+    const char *model = sy_config_get(cfg, "model", "path");
+    sy_rdv_self self = {.nnodes = o->nnodes, .node_rank = o->node_rank, .tp = tp,
+                        .digest = sy_rdv_model_digest(model), .model = model,
+                        .comm = sy_config_get(cfg, "comm", "plugin"), .addr = o->dist_addr,
+                        .timeout_s = d->ed.timeout_s};
+    sy_rdv_result *r = calloc(1, sizeof *r);
+    if (!r)
+        return sy_err_set(err, SY_ERR_NOMEM, "multi-node rendezvous: out of memory");
+    if ((rc = sy_rdv_run(&self, r, err))) {
+        free(r);
+        return rc;
+    }
+    snprintf(d->rendezvous, sizeof d->rendezvous, "%s", r->comm_rdv);
+    d->ed.world = world;
+    d->ed.rendezvous = d->rendezvous;
+    d->ed.plan_fds = d->fds;
+    const int base = o->node_rank * tp;
+    const int comm_fd = r->comm_fd;
+    if (o->node_rank == 0) {
+        for (int g = tp; g < world; g++)
+            d->fds[g] = r->fds[g];
+        sy_info("--nnodes %d: every node joined at %s; ranks 0..%d of %d on this node", o->nnodes, o->dist_addr,
+                tp - 1, world);
+    } else {
+        sy_info("--nnodes %d: node %d joined node 0 at %s as ranks %d..%d of %d", o->nnodes, o->node_rank,
+                o->dist_addr, base, base + tp - 1, world);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    for (int l = 1; l < tp; l++) {
+        int sv[2] = {-1, -1};
+        if (o->node_rank == 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+            rc = sy_err_set(err, SY_ERR_IO, "tensor parallel: socketpair for rank %d: %s", l, strerror(errno));
+            break;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+            rc = sy_err_set(err, SY_ERR_IO, "tensor parallel: fork for rank %d: %s", base + l, strerror(errno));
+            if (sv[0] >= 0) {
+                close(sv[0]);
+                close(sv[1]);
+            }
+            break;
+        }
+        if (pid == 0) {
+            int mine = o->node_rank == 0 ? sv[1] : r->fds[l];
+            if (o->node_rank == 0)
+                close(sv[0]);
+            else
+                for (int j = 0; j < tp; j++)
+                    if (j != l && r->fds[j] >= 0)
+                        close(r->fds[j]);
+            keep_only(d, mine, comm_fd);
+            /* The ";fd=" part hands node 0's comm socket to rank 0 only. */
+            d->rendezvous[strcspn(d->rendezvous, ";")] = 0;
+            d->ed.rank = base + l;
+            free(r);
+            return SY_OK;
+        }
+        if (o->node_rank == 0) {
+            close(sv[1]);
+            d->fds[l] = sv[0];
+        } else {
+            close(r->fds[l]);
+            r->fds[l] = -1;
+        }
+        d->pids[l] = pid;
+    }
+    if (o->node_rank != 0) {
+        d->fds[0] = r->fds[0];
+        d->ed.rank = base;
+        d->follower = true;
+        if (sy_log_get_level() == SY_LOG_INFO)
+            sy_log_set_level(SY_LOG_WARN);
+    }
+    free(r);
+    if (rc)
+        sy_dist_finish(d);
+    return rc;
 }
 
 /* Under mpirun: the launcher's ranks, over comm mpi. */
@@ -107,6 +265,8 @@ int sy_dist_start(sy_dist *d, const sy_dist_opts *o, sy_config *cfg, const char 
     const int mpi_world = env_int("OMPI_COMM_WORLD_SIZE", 0);
     if (mpi_world > 1)
         return start_launched(d, o, cfg, env_int("OMPI_COMM_WORLD_RANK", 0), mpi_world, err);
+    if (o->nnodes > 1)
+        return start_nodes(d, o, cfg, err);
     if (o->tp <= 1)
         return SY_OK;
     if (o->tp > SY_DIST_MAX_RANKS)
@@ -196,6 +356,9 @@ int sy_dist_follower_main(sy_dist *d, const sy_config *cfg, const sy_engine_opts
     if (d->fds[0] >= 0)
         close(d->fds[0]);
     d->fds[0] = -1;
+    /* Node R > 0 of --nnodes: this process forked its node's other ranks; they stop with rank 0 too. */
+    if (sy_dist_finish(d))
+        status = 1;
     return status;
 }
 

@@ -1,8 +1,10 @@
 /*
- * Starting the ranks of a tensor-parallel group on one node: rank 0 (the
+ * Starting the ranks of a tensor-parallel group: on one node rank 0 (the
  * process the operator ran) forks one follower per other rank, each with a
- * socket that carries rank 0's step plans (plan.h). Under mpirun the ranks
- * are the launcher's processes instead and nothing is forked.
+ * socket that carries rank 0's step plans (plan.h). With --nnodes the
+ * process on each node meets node 0 first (rendezvous.h) and then forks
+ * its node's other ranks the same way. Under mpirun the ranks are the
+ * launcher's processes instead and nothing is forked.
  */
 #ifndef SY_DIST_LAUNCH_H
 #define SY_DIST_LAUNCH_H
@@ -28,17 +30,18 @@ typedef struct sy_dist {
     bool follower;     /* this process is a rank > 0: run sy_dist_follower_main */
     int fds[SY_DIST_MAX_RANKS];
     pid_t pids[SY_DIST_MAX_RANKS]; /* rank 0 of a forked group: the followers */
-    char rendezvous[128];
+    char rendezvous[160];
 } sy_dist;
 
 /*
  * Works out this process's place from the options, the mpirun environment
  * (OMPI_COMM_WORLD_RANK/SIZE) and [comm] plugin, which it may set (to shm
- * for --tp on one node, to mpi under mpirun when unset). Refuses, with the
- * reason, a size that does not divide the model, a comm plugin that cannot
- * do it, and multi-node flags (multi-node runs under mpirun). Forks the
- * followers, so call it before any thread exists. The child returns with
- * follower set. what names the command in messages.
+ * for --tp on one node, to mpi under mpirun when unset, to tcp or nccl for
+ * --nnodes). Refuses, with the reason, a size that does not divide the
+ * model, a comm plugin that cannot do it, and nodes that disagree. Forks
+ * the followers, so call it before any thread exists. The child returns
+ * with follower set, as does the process of every node but node 0. what
+ * names the command in messages.
  */
 int sy_dist_start(sy_dist *d, const sy_dist_opts *o, sy_config *cfg, const char *what, sy_err *err);
 

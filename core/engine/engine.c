@@ -18,6 +18,9 @@ static const sy_key_decl model_keys[] = {
     {"tokenizer", SY_KEY_STRING, "", "directory holding tokenizer.json if not the model's", 1, 0, NULL},
     {"max_seq_len", SY_KEY_INT, "0", "longest prompt + output; 0: the model's max_position_embeddings", 0, 1 << 24, NULL},
     {"chat_template", SY_KEY_STRING, "", "a Jinja chat template file used instead of the model's own", 1, 0, NULL},
+    {"moe_parallel", SY_KEY_ENUM, "tensor",
+     "how --tp ranks split the routed experts: tensor = a slice of every expert; expert = whole experts, E/N per rank",
+     1, 0, "tensor|expert"},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -249,7 +252,7 @@ static int setup_moe(sy_engine *e, const sy_config *cfg, sy_err *err)
     p.n_experts = c->n_experts;
     p.top_k = c->top_k;
     p.hidden = c->hidden;
-    p.inter = c->moe_inter / e->tp_size;
+    p.inter = e->expert_parallel ? c->moe_inter : c->moe_inter / e->tp_size; /* expert parallel: whole experts */
     p.scoring = c->moe_scoring;
     p.norm_topk_prob = c->norm_topk_prob;
     p.routed_scaling_factor = c->routed_scaling_factor;
@@ -267,7 +270,15 @@ static int setup_moe(sy_engine *e, const sy_config *cfg, sy_err *err)
         return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe plugin %s (%s) cannot serve this model: %s",
                           e->moe->plugin->desc->name, e->moe->plugin->path, why);
     }
-    return e->mo->prepare(e->moe->inst, &p, err);
+    if ((rc = e->mo->prepare(e->moe->inst, &p, err)) || !e->expert_parallel)
+        return rc;
+    if (e->mo->struct_size < offsetof(sy_moe_ops, set_expert_range) + sizeof e->mo->set_expert_range ||
+        !e->mo->set_expert_range)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                          "[model] moe_parallel = expert: moe plugin %s (%s) has no set_expert_range op, so it cannot "
+                          "hold a subset of the experts; use moe_parallel = tensor or a plugin that has it",
+                          e->moe->plugin->desc->name, e->moe->plugin->path);
+    return e->mo->set_expert_range(e->moe->inst, e->ep_first, e->ep_count, err);
 }
 
 /*
@@ -282,8 +293,10 @@ static int join_group(sy_engine *e, const sy_engine_dist *dist, sy_err *err)
     e->tp_size = 1;
     e->vocab_local = e->mc->vocab;
     e->vocab_start = 0;
-    if (!dist || (dist->world <= 1 && dist->rank >= 0))
+    if (!dist || (dist->world <= 1 && dist->rank >= 0)) {
+        e->expert_parallel = false; /* one rank holds every expert either way */
         return SY_OK;
+    }
     const char *name = e->comm->plugin->desc->name;
     if (e->com->struct_size < offsetof(sy_comm_ops, setup) + sizeof e->com->setup || !e->com->setup)
         return sy_err_set(err, SY_ERR_UNSUPPORTED, "comm plugin %s has no setup op, so it cannot join %d ranks", name,
@@ -300,8 +313,13 @@ static int join_group(sy_engine *e, const sy_engine_dist *dist, sy_err *err)
     if (dist->world > 0 && e->tp_size != dist->world)
         return sy_err_set(err, SY_ERR_INVALID, "tensor parallel: expected %d ranks, comm plugin %s has %d",
                           dist->world, name, e->tp_size);
-    if ((rc = sy_engine_tp_check(e->mc, e->tp_size, err)))
+    e->expert_parallel = e->expert_parallel && e->tp_size > 1; /* one rank holds every expert either way */
+    if ((rc = sy_engine_parallel_check(e->mc, e->tp_size, e->expert_parallel, err)))
         return rc;
+    if (e->expert_parallel) {
+        e->ep_count = e->mc->n_experts / e->tp_size;
+        e->ep_first = e->tp_rank * e->ep_count;
+    }
     e->vocab_local = e->mc->vocab / e->tp_size;
     e->vocab_start = e->tp_rank * e->vocab_local;
     e->chan = (sy_plan_chan){.rank = e->tp_rank, .world = e->tp_size, .sockets = dist->plan_fds != NULL,
@@ -367,6 +385,7 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
         goto fail;
 
     snprintf(e->chat_template, sizeof e->chat_template, "%s", kv_str(mk, nmk, "chat_template"));
+    e->expert_parallel = strcmp(kv_str(mk, nmk, "moe_parallel"), "expert") == 0;
     e->max_seq_len = (int32_t)sy_kv_int(mk, nmk, "max_seq_len", 0);
     if (e->max_seq_len <= 0 || e->max_seq_len > e->mc->max_pos)
         e->max_seq_len = e->mc->max_pos;
@@ -407,11 +426,16 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
 
     snprintf(e->describe, sizeof e->describe, "device=%s attention=%s moe=%s comm=%s%s", dd->name,
              e->attn->plugin->desc->name, e->moe ? e->moe->plugin->desc->name : "-", e->comm->plugin->desc->name,
-             e->tp_size > 1 ? " (tensor parallel)" : "");
+             e->tp_size <= 1      ? ""
+             : e->expert_parallel ? " (tensor parallel, expert parallel MoE)"
+                                  : " (tensor parallel)");
     if (e->tp_size > 1)
         sy_info("tensor parallel rank %d of %d: %d of %d heads, %d of %d KV heads, vocab [%d, %d)", e->tp_rank,
                 e->tp_size, e->attn_problem.n_heads, e->mc->n_heads, e->attn_problem.n_kv_heads, e->mc->n_kv_heads,
                 e->vocab_start, e->vocab_start + e->vocab_local);
+    if (e->expert_parallel)
+        sy_info("expert parallel rank %d of %d: routed experts [%d, %d) of %d, whole", e->tp_rank, e->tp_size,
+                e->ep_first, e->ep_first + e->ep_count, e->mc->n_experts);
     sy_info("model %s: %d layers, hidden %d, %d heads (%d KV), vocab %d, %.1fM parameters; %s; KV pool %d blocks x %d "
             "tokens",
             e->mc->arch_name, e->mc->n_layers, e->mc->hidden, e->mc->n_heads, e->mc->n_kv_heads, e->mc->vocab,

@@ -84,6 +84,9 @@ int sy_engine_copy_blocks(sy_engine *e, const int32_t *src, const int32_t *dst, 
 
 /* Refuses a tensor-parallel size that does not divide the model's heads, KV heads, widths or vocabulary. */
 int sy_engine_tp_check(const sy_model_config *c, int tp, sy_err *err);
+/* The same for the split [model] moe_parallel selects: expert_parallel also refuses a dense model and an
+ * expert count that tp does not divide (and needs no divisible moe_intermediate_size). */
+int sy_engine_parallel_check(const sy_model_config *c, int tp, bool expert_parallel, sy_err *err);
 int sy_engine_tp_rank(const sy_engine *e);
 int sy_engine_tp_size(const sy_engine *e);
 /* Seconds rank 0 may stay idle before it must send a heartbeat; 0: none needed. */

@@ -51,6 +51,10 @@ struct sy_engine {
      * weights' shapes; the vocabulary slice is [vocab_start, +vocab_local). */
     int tp_rank, tp_size;
     int32_t vocab_local, vocab_start;
+    /* [model] moe_parallel = expert with more than one rank: this rank holds the routed experts
+     * [ep_first, ep_first + ep_count) whole (tp_shard.c) instead of a slice of each. */
+    bool expert_parallel;
+    int32_t ep_first, ep_count;
     int32_t *ids_local;       /* ids mapped into the embedding slice (vocab_local: the zero row) */
     sy_tensor gathered;       /* [tp_size * max_seqs, vocab_local]: every rank's logits */
     float *gathered_host;

@@ -14,15 +14,23 @@
  *   replicated: norms (Q/K norms are per head, the same for every head
  *     slice), the MoE router and its score bias (every rank routes the
  *     same way); shared experts are split like a dense MLP.
+ *   expert parallel ([model] moe_parallel = expert): instead of a slice of
+ *     every routed expert, a rank keeps whole experts [r*E/N, (r+1)*E/N) as
+ *     views (no copy); the others' pages are dropped from the rank's
+ *     mapping. Its moe output is the sum over its own experts only, so the
+ *     allreduce after the MoE layer adds the ranks' experts together.
  * Multi-head latent attention (forward_mla.c) is not sharded: refused.
  */
 #include "config.h"
 
 #include "engine/engine_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static int check_div(const char *what, int64_t n, int tp, sy_err *err)
 {
@@ -36,8 +44,24 @@ static int check_div(const char *what, int64_t n, int tp, sy_err *err)
 
 int sy_engine_tp_check(const sy_model_config *c, int tp, sy_err *err)
 {
+    return sy_engine_parallel_check(c, tp, false, err);
+}
+
+int sy_engine_parallel_check(const sy_model_config *c, int tp, bool expert_parallel, sy_err *err)
+{
     if (tp <= 1)
         return SY_OK;
+    if (expert_parallel && c->n_experts == 0)
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "[model] moe_parallel = expert with %d ranks: %s is a dense model, it has no routed experts "
+                          "to split; set moe_parallel = tensor (the default)",
+                          tp, c->arch_name);
+    if (expert_parallel && c->n_experts % tp)
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "expert parallel size %d does not divide n_routed_experts %d; choose --tp from the divisors "
+                          "of the expert count that also divide the heads, KV heads and vocabulary, or set [model] "
+                          "moe_parallel = tensor",
+                          tp, c->n_experts);
     if (c->mla)
         return sy_err_set(err, SY_ERR_UNSUPPORTED,
                           "tensor parallel size %d: %s uses multi-head latent attention, which is not sharded yet; "
@@ -54,9 +78,19 @@ int sy_engine_tp_check(const sy_model_config *c, int tp, sy_err *err)
         dense = c->layer_is_moe && !c->layer_is_moe[l];
     if (dense && (rc = check_div("intermediate_size", c->intermediate, tp, err)))
         return rc;
-    if (c->n_experts > 0 && (rc = check_div("the experts' intermediate size (moe_intermediate_size)", c->moe_inter,
-                                            tp, err)))
-        return rc;
+    /* Expert parallel keeps routed experts whole; the shared experts' MLP is still split. */
+    if (expert_parallel)
+        return c->n_shared_experts > 0 ? check_div("the shared experts' intermediate size (n_shared_experts x "
+                                                   "moe_intermediate_size)",
+                                                   (int64_t)c->n_shared_experts * c->moe_inter, tp, err)
+                                       : SY_OK;
+    if (c->n_experts > 0 && c->moe_inter % tp)
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "tensor parallel size %d does not divide the experts' intermediate size "
+                          "(moe_intermediate_size) %d; choose --tp from the common divisors of the attention heads, KV "
+                          "heads, intermediate sizes and vocabulary, or set [model] moe_parallel = expert to keep "
+                          "experts whole (then --tp must divide the %d experts instead)",
+                          tp, c->moe_inter, c->n_experts);
     return SY_OK;
 }
 
@@ -161,6 +195,43 @@ int sy__tp_shard_vocab(sy_engine *e, sy_tensor *embed, sy_tensor *lm_head, sy_er
     return row_slice(&m->lm_head, v0, Vl, "lm_head.weight", lm_head, err);
 }
 
+/*
+ * The whole pages of t, dropped from this process's private read-only
+ * mapping: the file stays in the page cache (other ranks may use it), but
+ * this rank's RSS no longer counts it, and nothing here reads it again.
+ * Only pages entirely inside t, so a neighbour's bytes are never touched.
+ */
+static void drop_pages(const sy_tensor *t)
+{
+    if (!t->data || t->ndim < 1)
+        return;
+    const long ps = sysconf(_SC_PAGESIZE);
+    const uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
+    const int64_t bits = sy_dtype_bits(t->dtype);
+    const int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->shape[t->ndim - 1];
+    const int64_t ld = t->ndim == 2 ? t->stride[0] : cols;
+    const uintptr_t start = (uintptr_t)t->data;
+    const uintptr_t end = start + (uintptr_t)(((rows - 1) * ld + cols) * bits / 8);
+    const uintptr_t first = (start + page - 1) & ~(page - 1), last = end & ~(page - 1);
+    if (last > first)
+        (void)madvise((void *)first, last - first, MADV_DONTNEED);
+}
+
+/* Expert parallel: this rank's routed experts, whole views; the others' pages leave the rank's mapping. */
+static void whole_experts(const sy_engine *e, const sy_layer_weights *s, sy_layer_weights *d)
+{
+    const int32_t x0 = e->ep_first, x1 = e->ep_first + e->ep_count;
+    d->exp_gate = s->exp_gate + x0;
+    d->exp_up = s->exp_up + x0;
+    d->exp_down = s->exp_down + x0;
+    for (int32_t x = 0; x < e->mc->n_experts; x++)
+        if (x < x0 || x >= x1) {
+            drop_pages(&s->exp_gate[x]);
+            drop_pages(&s->exp_up[x]);
+            drop_pages(&s->exp_down[x]);
+        }
+}
+
 int sy__tp_shard_layer(sy_engine *e, int32_t l, const sy_layer_weights *s, sy_layer_weights *d, sy_err *err)
 {
     const sy_model_config *c = e->mc;
@@ -200,6 +271,10 @@ int sy__tp_shard_layer(sy_engine *e, int32_t l, const sy_layer_weights *s, sy_la
         ROWS(w_up, F, "up_proj");
         snprintf(nm, sizeof nm, "layer %d down_proj", l);
         return col_slice(e, &s->w_down, (int64_t)r * F, F, nm, &d->w_down, err);
+    }
+    if (e->expert_parallel) {
+        whole_experts(e, s, d);
+        return SY_OK;
     }
     /* Three arrays of n_experts views in one allocation, kept until close (the moe plugin holds them). */
     const int32_t E = c->n_experts;

@@ -274,16 +274,26 @@ static int mixtral_extra(const sy_json_reader *r, const json_t *root, sy_model_c
     return read_sliding_window(r, root, 0, cfg);
 }
 
-/* Layer i is MoE when it is not in mlp_only_layers, there are experts, and
- * (i + 1) % decoder_sparse_step == 0 (transformers' Qwen3MoeDecoderLayer). */
-static int qwen3moe_extra(const sy_json_reader *r, const json_t *root, sy_model_config *cfg)
+/* The expert count (count_key; 0 means a dense model), then top-k and the
+ * expert width, which only a model with experts must give. */
+static int read_routed_experts(const sy_json_reader *r, const json_t *root, const char *count_key,
+                               sy_model_config *cfg)
 {
-    int rc = sy__mjson_int(r, root, NULL, "num_experts", true, 0, 0, MAX_EXPERTS, &cfg->n_experts);
-    bool moe = cfg->n_experts > 0;
+    int rc = sy__mjson_int(r, root, NULL, count_key, true, 0, 0, MAX_EXPERTS, &cfg->n_experts);
+    const bool moe = cfg->n_experts > 0;
     if (rc == SY_OK)
         rc = sy__mjson_int(r, root, NULL, "num_experts_per_tok", moe, 0, moe ? 1 : 0, cfg->n_experts, &cfg->top_k);
     if (rc == SY_OK)
         rc = sy__mjson_int(r, root, NULL, "moe_intermediate_size", moe, 0, moe ? 1 : 0, INT32_MAX, &cfg->moe_inter);
+    return rc;
+}
+
+/* Layer i is MoE when it is not in mlp_only_layers, there are experts, and
+ * (i + 1) % decoder_sparse_step == 0 (transformers' Qwen3MoeDecoderLayer). */
+static int qwen3moe_extra(const sy_json_reader *r, const json_t *root, sy_model_config *cfg)
+{
+    int rc = read_routed_experts(r, root, "num_experts", cfg);
+    const bool moe = cfg->n_experts > 0;
     if (rc == SY_OK)
         rc = sy__mjson_bool(r, root, NULL, "norm_topk_prob", false, &cfg->norm_topk_prob);
     if (rc == SY_OK)
@@ -319,12 +329,8 @@ static int deepseek_moe(const sy_json_reader *r, const json_t *root, int32_t dfl
                         int32_t dflt_group, sy_model_config *cfg)
 {
     int32_t first_dense = 0;
-    int rc = sy__mjson_int(r, root, NULL, "n_routed_experts", true, 0, 0, MAX_EXPERTS, &cfg->n_experts);
-    bool moe = cfg->n_experts > 0;
-    if (rc == SY_OK)
-        rc = sy__mjson_int(r, root, NULL, "num_experts_per_tok", moe, 0, moe ? 1 : 0, cfg->n_experts, &cfg->top_k);
-    if (rc == SY_OK)
-        rc = sy__mjson_int(r, root, NULL, "moe_intermediate_size", moe, 0, moe ? 1 : 0, INT32_MAX, &cfg->moe_inter);
+    int rc = read_routed_experts(r, root, "n_routed_experts", cfg);
+    const bool moe = cfg->n_experts > 0;
     if (rc == SY_OK)
         rc = sy__mjson_int(r, root, NULL, "n_shared_experts", false, 1, 0, 1 << 16, &cfg->n_shared_experts);
     if (rc == SY_OK)
@@ -501,13 +507,22 @@ static int glm_moe_dsa_extra(const sy_json_reader *r, const json_t *root, sy_mod
     [SY_ROLE_WO] = "model.layers.{L}.self_attn.o_proj.weight",                                                        \
     [SY_ROLE_FFN_NORM] = "model.layers.{L}.post_attention_layernorm.weight"
 
-/* DeepseekV3MoE's names (also GLM-4-MoE's and GLM-5's). */
-#define DEEPSEEK_MOE_TENSORS                                                                                          \
+/* Per-head query/key norms (Qwen3-MoE, GLM-4-MoE with use_qk_norm). */
+#define QK_NORM_TENSORS                                                                                               \
+    [SY_ROLE_Q_NORM] = "model.layers.{L}.self_attn.q_norm.weight",                                                    \
+    [SY_ROLE_K_NORM] = "model.layers.{L}.self_attn.k_norm.weight"
+
+/* Router and routed experts under mlp. (Qwen3-MoE and the DeepSeek family). */
+#define MLP_EXPERT_TENSORS                                                                                            \
     [SY_ROLE_ROUTER] = "model.layers.{L}.mlp.gate.weight",                                                            \
-    [SY_ROLE_SCORE_BIAS] = "model.layers.{L}.mlp.gate.e_score_correction_bias",                                       \
     [SY_ROLE_EXP_GATE] = "model.layers.{L}.mlp.experts.{E}.gate_proj.weight",                                         \
     [SY_ROLE_EXP_UP] = "model.layers.{L}.mlp.experts.{E}.up_proj.weight",                                             \
-    [SY_ROLE_EXP_DOWN] = "model.layers.{L}.mlp.experts.{E}.down_proj.weight",                                         \
+    [SY_ROLE_EXP_DOWN] = "model.layers.{L}.mlp.experts.{E}.down_proj.weight"
+
+/* DeepseekV3MoE's names (also GLM-4-MoE's and GLM-5's). */
+#define DEEPSEEK_MOE_TENSORS                                                                                          \
+    MLP_EXPERT_TENSORS,                                                                                               \
+    [SY_ROLE_SCORE_BIAS] = "model.layers.{L}.mlp.gate.e_score_correction_bias",                                       \
     [SY_ROLE_SH_GATE] = "model.layers.{L}.mlp.shared_experts.gate_proj.weight",                                       \
     [SY_ROLE_SH_UP] = "model.layers.{L}.mlp.shared_experts.up_proj.weight",                                           \
     [SY_ROLE_SH_DOWN] = "model.layers.{L}.mlp.shared_experts.down_proj.weight"
@@ -561,12 +576,8 @@ static const sy_arch_desc arch_table[] = {
             {
                 LLAMA_ATTN_TENSORS,
                 LLAMA_MLP_TENSORS, /* layers listed in mlp_only_layers */
-                [SY_ROLE_Q_NORM] = "model.layers.{L}.self_attn.q_norm.weight",
-                [SY_ROLE_K_NORM] = "model.layers.{L}.self_attn.k_norm.weight",
-                [SY_ROLE_ROUTER] = "model.layers.{L}.mlp.gate.weight",
-                [SY_ROLE_EXP_GATE] = "model.layers.{L}.mlp.experts.{E}.gate_proj.weight",
-                [SY_ROLE_EXP_UP] = "model.layers.{L}.mlp.experts.{E}.up_proj.weight",
-                [SY_ROLE_EXP_DOWN] = "model.layers.{L}.mlp.experts.{E}.down_proj.weight",
+                QK_NORM_TENSORS,
+                MLP_EXPERT_TENSORS,
             },
     },
     {
@@ -591,8 +602,7 @@ static const sy_arch_desc arch_table[] = {
                 LLAMA_ATTN_TENSORS,
                 LLAMA_MLP_TENSORS,
                 DEEPSEEK_MOE_TENSORS,
-                [SY_ROLE_Q_NORM] = "model.layers.{L}.self_attn.q_norm.weight",
-                [SY_ROLE_K_NORM] = "model.layers.{L}.self_attn.k_norm.weight",
+                QK_NORM_TENSORS,
             },
     },
     {

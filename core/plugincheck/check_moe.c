@@ -264,6 +264,89 @@ out:
     free(ref);
 }
 
+/*
+ * The optional set_expert_range (expert parallelism): instances holding
+ * three uneven ranges of the experts, each routing among all of them, give
+ * partial outputs whose sum is the whole layer's (a token with none of an
+ * instance's experts must get zeros from it, not leftovers).
+ */
+static void check_ranges(sy_pc *pc, const mcase *c, int n_tokens)
+{
+    const sy_moe_ops *ops = pc->desc->ops;
+    if (ops->struct_size < offsetof(sy_moe_ops, set_expert_range) + sizeof ops->set_expert_range ||
+        !ops->set_expert_range)
+        return;
+    char cas[120], note[700];
+    snprintf(cas, sizeof cas, "%s: %d tok, E %d top %d, 3 expert ranges", c->name, n_tokens, c->n_experts,
+             c->top_k);
+    const int32_t E = c->n_experts, cut[4] = {0, E / 3, E / 3 + E / 4, E};
+    sy_moe_problem p = {sizeof p,   1,       c->n_experts, c->top_k,   c->hidden,     c->inter,
+                        c->scoring, c->norm, c->scaling,   c->n_group, c->topk_group, c->wdt};
+    sy_err err;
+    memset(&err, 0, sizeof err);
+    experts x;
+    const size_t nh = (size_t)n_tokens * c->hidden;
+    float *in = malloc(sizeof(float) * nh), *lg = malloc(sizeof(float) * (size_t)n_tokens * E);
+    float *o = malloc(sizeof(float) * nh);
+    double *sum = calloc(nh, sizeof(double)), *ref = malloc(sizeof(double) * nh);
+    int rc = make_experts(pc, c, &x) || !in || !lg || !o || !sum || !ref
+                 ? sy_err_set(&err, SY_ERR_NOMEM, "out of memory")
+                 : SY_OK;
+    const char *step = "plugin-check";
+    if (!rc) {
+        sy_pc_fill(pc, in, nh, 1);
+        sy_pc_fill(pc, lg, (size_t)n_tokens * E, 3);
+    }
+    for (int r = 0; r < 3 && !rc; r++) {
+        void *inst = sy_pc_create(pc, "forward", cas);
+        if (!inst) /* sy_pc_create reported it */
+            goto out;
+        const int32_t first = cut[r], count = cut[r + 1] - cut[r];
+        sy_tensor tx = sy_tensor_2d(in, SY_DTYPE_F32, n_tokens, c->hidden);
+        sy_tensor tl = sy_tensor_2d(lg, SY_DTYPE_F32, n_tokens, E);
+        sy_tensor to = sy_tensor_2d(o, SY_DTYPE_F32, n_tokens, c->hidden);
+        for (size_t i = 0; i < nh; i++)
+            o[i] = NAN;
+        step = "prepare";
+        rc = ops->prepare(inst, &p, &err);
+        if (!rc) {
+            step = "set_expert_range";
+            rc = ops->set_expert_range(inst, first, count, &err);
+        }
+        if (!rc) {
+            step = "prepare_layer";
+            rc = ops->prepare_layer(inst, 0, x.tg + first, x.tu + first, x.td + first, c->bias ? &x.tb : NULL, &err);
+        }
+        if (!rc) {
+            step = "forward";
+            rc = ops->forward(inst, 0, &tx, &tl, &to, &err);
+        }
+        for (size_t i = 0; !rc && i < nh; i++)
+            sum[i] += o[i];
+        sy_pc_destroy(pc, inst);
+    }
+    if (rc) {
+        err.msg[sizeof err.msg - 1] = '\0';
+        snprintf(note, sizeof note, "%s returned %d (%s): %s", step, rc, sy_status_str(rc),
+                 err.msg[0] ? err.msg : "(no message)");
+        sy_pc_row(pc, "forward", cas, SY_PC_FAIL, -1, c->tol, note);
+    } else {
+        for (size_t i = 0; i < nh; i++)
+            o[i] = (float)sum[i];
+        ref_forward(c, &x, in, lg, n_tokens, ref);
+        const double e = sy_pc_err(o, ref, nh);
+        sy_pc_row(pc, "forward", cas, e <= c->tol ? SY_PC_OK : SY_PC_FAIL, e, c->tol,
+                  e <= c->tol ? "" : "the ranges' partial sums do not add up to the layer");
+    }
+out:
+    free_experts(&x);
+    free(in);
+    free(lg);
+    free(o);
+    free(sum);
+    free(ref);
+}
+
 static void speed_case(sy_pc *pc, const mcase *c, int n_tokens)
 {
     char cas[120], note[700];
@@ -336,5 +419,7 @@ int sy_pc_check_moe(sy_pc *pc)
         check_case(pc, &cases[i], 1);
         check_case(pc, &cases[i], 13);
     }
+    check_ranges(pc, &cases[1], 13);
+    check_ranges(pc, &cases[3], 13);
     return 0;
 }

@@ -29,6 +29,11 @@ struct sy_sched {
     sy_step_seq *steps; /* [max_seqs] */
     float *logits;      /* [max_seqs * vocab] */
     uint64_t n_steps, n_preempted, n_cached_tokens;
+    /* Set by a preemption, cleared when a running sequence retires: the pool
+     * is full, so a request admitted before blocks come back (the victim
+     * itself, at the head of the queue) would only be preempted again and
+     * recompute its prompt each time. */
+    bool hold_admissions;
 };
 
 /* ------------------------------------------------------------ lists */
@@ -152,6 +157,8 @@ typedef enum outcome { OUT_OK, OUT_ABORT, OUT_FAILED } outcome;
 /* Takes q out of its list, frees its blocks, counts it and frees it. Its final event is already sent. */
 static void retire(sy_sched *s, sy_seq *q, outcome how)
 {
+    if (q->running)
+        s->hold_admissions = false;
     list_unlink(q->running ? &s->running : &s->waiting, q);
     drop_blocks(s, q);
     if (s->m) {
@@ -307,6 +314,7 @@ static void preempt(sy_sched *s, sy_seq *q)
     q->n_preempted++;
     list_push_front(&s->waiting, q);
     s->n_preempted++;
+    s->hold_admissions = true;
     if (s->m) {
         pthread_mutex_lock(&s->m->lock);
         s->m->preemptions++;
@@ -365,6 +373,8 @@ static void plan_prefills(sy_sched *s, int32_t n_snap, int32_t *budget)
 /* Admits waiting requests in FCFS order while sequences, tokens and blocks allow. */
 static void plan_admissions(sy_sched *s, int32_t *budget)
 {
+    if (s->hold_admissions && s->running.n > 0)
+        return;
     while (s->waiting.head && s->running.n < s->max_seqs && s->n_batch < s->max_seqs && *budget > 0) {
         sy_seq *q = s->waiting.head;
         match_prefix(s, q);

@@ -31,12 +31,10 @@ static int sy__trie_add(sy_tok_trie *tr, const char *s, size_t n, int32_t tok)
             k = tr->nodes[k].sibling;
         if (!k) {
             if (tr->n == tr->cap) {
-                size_t cap = tr->cap * 2;
-                struct sy_tok_tnode *p = realloc(tr->nodes, cap * sizeof *p);
+                struct sy_tok_tnode *p = sy__grow(tr->nodes, &tr->cap, sizeof *p, 16);
                 if (!p)
                     return SY_ERR_NOMEM;
                 tr->nodes = p;
-                tr->cap = cap;
             }
             k = (uint32_t)tr->n++;
             tr->nodes[k] = (struct sy_tok_tnode){0, tr->nodes[cur].child, -1, b};

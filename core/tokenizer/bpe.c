@@ -199,12 +199,10 @@ int sy__bpe_parse(sy_tokenizer *t, const json_t *model, const sy_tok_where *w, s
 static int sy__sym_push(sy_tok_ctx *c, size_t *n, int32_t id, uint32_t len)
 {
     if (*n == c->syms_cap) {
-        size_t cap = c->syms_cap ? c->syms_cap * 2 : 64;
-        struct sy_tok_sym *p = realloc(c->syms, cap * sizeof *p);
+        struct sy_tok_sym *p = sy__grow(c->syms, &c->syms_cap, sizeof *p, 64);
         if (!p)
             return SY_ERR_NOMEM;
         c->syms = p;
-        c->syms_cap = cap;
     }
     c->syms[*n] = (struct sy_tok_sym){id, (int32_t)*n - 1, (int32_t)*n + 1, len};
     (*n)++;
@@ -219,12 +217,10 @@ static bool sy__merge_less(const struct sy_tok_merge *a, const struct sy_tok_mer
 static int sy__heap_push(sy_tok_ctx *c, size_t *n, struct sy_tok_merge m)
 {
     if (*n == c->heap_cap) {
-        size_t cap = c->heap_cap ? c->heap_cap * 2 : 64;
-        struct sy_tok_merge *p = realloc(c->heap, cap * sizeof *p);
+        struct sy_tok_merge *p = sy__grow(c->heap, &c->heap_cap, sizeof *p, 64);
         if (!p)
             return SY_ERR_NOMEM;
         c->heap = p;
-        c->heap_cap = cap;
     }
     size_t i = (*n)++;
     while (i > 0) {

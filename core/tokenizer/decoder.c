@@ -96,27 +96,21 @@ static int sy__add_stage(sy_tok_dec *d, sy__stage **out)
 }
 
 /* Flattens nested Sequences into d's list of stages. */
+static int sy__dec_parse_into(sy_tok_dec *d, const json_t *j, const sy_tok_where *w, sy_err *err);
+
+static int sy__dec_parse_each(void *d, const json_t *item, const sy_tok_where *at, sy_err *err)
+{
+    return sy__dec_parse_into(d, item, at, err);
+}
+
 static int sy__dec_parse_into(sy_tok_dec *d, const json_t *j, const sy_tok_where *w, sy_err *err)
 {
-    if (!json_is_object(j))
-        return sy__json_err(err, w, "", "a decoder object", j);
-    const json_t *type = json_object_get(j, "type");
-    if (!json_is_string(type))
-        return sy__json_err(err, w, ".type", "a decoder type string", type);
-    const char *ty = json_string_value(type);
-    if (!strcmp(ty, "Sequence")) {
-        const json_t *arr = json_object_get(j, "decoders");
-        if (!json_is_array(arr))
-            return sy__json_err(err, w, ".decoders", "an array of decoders", arr);
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            sy_tok_where sub = *w;
-            sy__path(sub.path, sizeof sub.path, w->path, ".decoders[%zu]", i);
-            int rc = sy__dec_parse_into(d, json_array_get(arr, i), &sub, err);
-            if (rc)
-                return rc;
-        }
-        return 0;
-    }
+    const char *ty;
+    int rc = sy__json_type(j, "a decoder object", "a decoder type string", w, &ty, err);
+    if (rc)
+        return rc;
+    if (!strcmp(ty, "Sequence"))
+        return sy__json_each(j, "decoders", "an array of decoders", w, sy__dec_parse_each, d, err);
     sy__stage *s;
     if (sy__add_stage(d, &s))
         return sy_err_set(err, SY_ERR_NOMEM, "out of memory");
@@ -147,7 +141,7 @@ static int sy__dec_parse_into(sy_tok_dec *d, const json_t *j, const sy_tok_where
     }
     if (!strcmp(ty, "Strip")) {
         s->kind = SY__D_STRIP;
-        int rc = sy__one_char(j, "content", &s->ch, w, err);
+        rc = sy__one_char(j, "content", &s->ch, w, err);
         if (!rc)
             rc = sy__uint(j, "start", &s->start, w, err);
         if (!rc)
@@ -156,7 +150,7 @@ static int sy__dec_parse_into(sy_tok_dec *d, const json_t *j, const sy_tok_where
     }
     if (!strcmp(ty, "Metaspace")) {
         s->kind = SY__D_METASPACE;
-        int rc = sy__one_char(j, "replacement", &s->ch, w, err);
+        rc = sy__one_char(j, "replacement", &s->ch, w, err);
         if (rc)
             return rc;
         const char *scheme;
@@ -167,10 +161,8 @@ static int sy__dec_parse_into(sy_tok_dec *d, const json_t *j, const sy_tok_where
         s->strip_first = aps && !(scheme && !strcmp(scheme, "never"));
         return 0;
     }
-    return sy_err_set(err, SY_ERR_UNSUPPORTED,
-                      "%s: %s.type: expected a supported decoder (ByteLevel, Metaspace, Replace, ByteFallback, "
-                      "Fuse, Strip, Sequence), found \"%s\"",
-                      w->file, w->path, ty);
+    return sy__json_unknown_type(err, w, "decoder", "ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence",
+                                 ty);
 }
 
 int sy__dec_parse(sy_tokenizer *t, const json_t *j, const sy_tok_where *w, sy_err *err)

@@ -52,39 +52,37 @@ static int sy__dup(const char *s, size_t n, char **out)
     return 0;
 }
 
+/* One element of a Sequence's normalizers; a null one is dropped. */
+static int sy__norm_add_kid(void *seq, const json_t *item, const sy_tok_where *at, sy_err *err)
+{
+    sy_tok_norm *n = seq;
+    int rc = sy__norm_parse(item, at, &n->kids[n->n_kids], err);
+    if (!rc && n->kids[n->n_kids])
+        n->n_kids++;
+    return rc;
+}
+
 int sy__norm_parse(const json_t *j, const sy_tok_where *w, sy_tok_norm **out, sy_err *err)
 {
     *out = NULL;
     if (!j || json_is_null(j))
         return 0;
-    if (!json_is_object(j))
-        return sy__json_err(err, w, "", "a normalizer object or null", j);
-    const json_t *type = json_object_get(j, "type");
-    if (!json_is_string(type))
-        return sy__json_err(err, w, ".type", "a normalizer type string", type);
-    const char *ty = json_string_value(type);
+    const char *ty;
+    int rc = sy__json_type(j, "a normalizer object or null", "a normalizer type string", w, &ty, err);
+    if (rc)
+        return rc;
     sy_tok_norm *n = calloc(1, sizeof *n);
     if (!n)
         return sy_err_set(err, SY_ERR_NOMEM, "out of memory");
-    int rc = 0;
     sy_tok_where sub = *w;
     if (!strcmp(ty, "Sequence")) {
         n->kind = SY__N_SEQ;
-        const json_t *arr = json_object_get(j, "normalizers");
-        if (!json_is_array(arr)) {
-            rc = sy__json_err(err, w, ".normalizers", "an array of normalizers", arr);
-            goto fail;
-        }
-        n->kids = calloc(json_array_size(arr) + 1, sizeof *n->kids);
+        /* Sized before the array is checked: a non-array has size 0 and fails just below. */
+        n->kids = calloc(json_array_size(json_object_get(j, "normalizers")) + 1, sizeof *n->kids);
         if (!n->kids)
             goto nomem;
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            sy__path(sub.path, sizeof sub.path, w->path, ".normalizers[%zu]", i);
-            if ((rc = sy__norm_parse(json_array_get(arr, i), &sub, &n->kids[n->n_kids], err)))
-                goto fail;
-            if (n->kids[n->n_kids])
-                n->n_kids++;
-        }
+        if ((rc = sy__json_each(j, "normalizers", "an array of normalizers", w, sy__norm_add_kid, n, err)))
+            goto fail;
     } else if (!strcmp(ty, "Prepend")) {
         n->kind = SY__N_PREPEND;
         const json_t *p = json_object_get(j, "prepend");
@@ -122,10 +120,8 @@ int sy__norm_parse(const json_t *j, const sy_tok_where *w, sy_tok_norm **out, sy
             (rc = sy__json_bool(j, "strip_right", true, &n->right, w, err)))
             goto fail;
     } else {
-        rc = sy_err_set(err, SY_ERR_UNSUPPORTED,
-                        "%s: %s.type: expected a supported normalizer (Sequence, Prepend, Replace, Lowercase, NFC, "
-                        "NFD, NFKC, NFKD, Strip), found \"%s\"",
-                        w->file, w->path, ty);
+        rc = sy__json_unknown_type(err, w, "normalizer",
+                                   "Sequence, Prepend, Replace, Lowercase, NFC, NFD, NFKC, NFKD, Strip", ty);
         goto fail;
     }
     *out = n;

@@ -74,40 +74,38 @@ static int sy__compile_builtin(const char *pat, sy_tok_regex *re, const sy_tok_w
     return sy__re_compile(pat, strlen(pat), re, w, err);
 }
 
+/* One element of a Sequence's pretokenizers; a null one is dropped. */
+static int sy__pretok_add_kid(void *seq, const json_t *item, const sy_tok_where *at, sy_err *err)
+{
+    sy_tok_pretok *p = seq;
+    int rc = sy__pretok_parse(item, at, &p->kids[p->n_kids], err);
+    if (!rc && p->kids[p->n_kids])
+        p->n_kids++;
+    return rc;
+}
+
 int sy__pretok_parse(const json_t *j, const sy_tok_where *w, sy_tok_pretok **out, sy_err *err)
 {
     *out = NULL;
     if (!j || json_is_null(j))
         return 0;
-    if (!json_is_object(j))
-        return sy__json_err(err, w, "", "a pre-tokenizer object or null", j);
-    const json_t *type = json_object_get(j, "type");
-    if (!json_is_string(type))
-        return sy__json_err(err, w, ".type", "a pre-tokenizer type string", type);
-    const char *ty = json_string_value(type);
+    const char *ty;
+    int rc = sy__json_type(j, "a pre-tokenizer object or null", "a pre-tokenizer type string", w, &ty, err);
+    if (rc)
+        return rc;
     sy_tok_pretok *p = calloc(1, sizeof *p);
     if (!p)
         return sy_err_set(err, SY_ERR_NOMEM, "out of memory");
-    int rc = 0;
     sy_tok_where sub = *w;
     p->kind = SY__P_SPLIT;
     if (!strcmp(ty, "Sequence")) {
         p->kind = SY__P_SEQ;
-        const json_t *arr = json_object_get(j, "pretokenizers");
-        if (!json_is_array(arr)) {
-            rc = sy__json_err(err, w, ".pretokenizers", "an array of pre-tokenizers", arr);
-            goto fail;
-        }
-        p->kids = calloc(json_array_size(arr) + 1, sizeof *p->kids);
+        /* Sized before the array is checked: a non-array has size 0 and fails just below. */
+        p->kids = calloc(json_array_size(json_object_get(j, "pretokenizers")) + 1, sizeof *p->kids);
         if (!p->kids)
             goto nomem;
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            sy__path(sub.path, sizeof sub.path, w->path, ".pretokenizers[%zu]", i);
-            if ((rc = sy__pretok_parse(json_array_get(arr, i), &sub, &p->kids[p->n_kids], err)))
-                goto fail;
-            if (p->kids[p->n_kids])
-                p->n_kids++;
-        }
+        if ((rc = sy__json_each(j, "pretokenizers", "an array of pre-tokenizers", w, sy__pretok_add_kid, p, err)))
+            goto fail;
     } else if (!strcmp(ty, "Split")) {
         sy__path(sub.path, sizeof sub.path, w->path, ".pattern");
         if ((rc = sy__re_from_json(json_object_get(j, "pattern"), &p->re, &sub, err)) ||
@@ -197,10 +195,10 @@ int sy__pretok_parse(const json_t *j, const sy_tok_where *w, sy_tok_pretok **out
                 goto fail;
         }
     } else {
-        rc = sy_err_set(err, SY_ERR_UNSUPPORTED,
-                        "%s: %s.type: expected a supported pre-tokenizer (Sequence, Split, ByteLevel, Metaspace, "
-                        "Digits, Whitespace, WhitespaceSplit, Punctuation, BertPreTokenizer), found \"%s\"",
-                        w->file, w->path, ty);
+        rc = sy__json_unknown_type(err, w, "pre-tokenizer",
+                                   "Sequence, Split, ByteLevel, Metaspace, Digits, Whitespace, WhitespaceSplit, "
+                                   "Punctuation, BertPreTokenizer",
+                                   ty);
         goto fail;
     }
     *out = p;

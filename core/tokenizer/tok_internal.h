@@ -128,11 +128,27 @@ typedef struct sy_tok_where {
 /* A short description of what a JSON value is ("string \"x\"", "null"). */
 void sy__json_describe(const json_t *j, char *out, size_t cap);
 int sy__json_err(sy_err *err, const sy_tok_where *w, const char *sub, const char *expected, const json_t *found);
+/* Room for one more element of a doubling array of elem-byte elements: the
+ * realloc'd array with *cap raised (to first when it was 0, else twice),
+ * or NULL with the array and *cap untouched when out of memory. */
+void *sy__grow(void *v, size_t *cap, size_t elem, size_t first);
 /* Child path: base + sub ("model" + ".merges" / "[3]"). */
 void sy__path(char *out, size_t cap, const char *base, const char *fmt, ...) SY__PRINTF(4, 5);
 /* Optional member of type bool/string; missing or null gives the default. */
 int sy__json_bool(const json_t *obj, const char *key, bool dflt, bool *out, const sy_tok_where *w, sy_err *err);
 int sy__json_str(const json_t *obj, const char *key, const char **out, size_t *len, const sy_tok_where *w, sy_err *err);
+/* The "type" string of a component object (normalizer, pre-tokenizer,
+ * decoder, post-processor); object_expected NULL skips the object check. */
+int sy__json_type(const json_t *j, const char *object_expected, const char *type_expected, const sy_tok_where *w,
+                  const char **type, sy_err *err);
+/* "expected a supported <what> (<supported>), found \"<type>\"" for a type string no parser knows. */
+int sy__json_unknown_type(sy_err *err, const sy_tok_where *w, const char *what, const char *supported,
+                          const char *type);
+/* Calls each(ctx, element, where, err) on every element of obj's array
+ * member key (where's path ends in ".key[i]"), stopping at the first error. */
+typedef int (*sy__json_each_fn)(void *ctx, const json_t *item, const sy_tok_where *at, sy_err *err);
+int sy__json_each(const json_t *obj, const char *key, const char *expected, const sy_tok_where *w,
+                  sy__json_each_fn each, void *ctx, sy_err *err);
 
 /* ------------------------------------------------------------ regex */
 

@@ -49,15 +49,22 @@ void sy__buf_free(sy_tok_buf *b)
     b->len = b->cap = 0;
 }
 
+void *sy__grow(void *v, size_t *cap, size_t elem, size_t first)
+{
+    const size_t c = *cap ? *cap * 2 : first;
+    void *p = realloc(v, c * elem);
+    if (p)
+        *cap = c;
+    return p;
+}
+
 int sy__ivec_push(sy_tok_ivec *v, int32_t x)
 {
     if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 16;
-        int32_t *p = realloc(v->v, cap * sizeof *p);
+        int32_t *p = sy__grow(v->v, &v->cap, sizeof *p, 16);
         if (!p)
             return SY_ERR_NOMEM;
         v->v = p;
-        v->cap = cap;
     }
     v->v[v->n++] = x;
     return 0;
@@ -73,12 +80,10 @@ void sy__ivec_free(sy_tok_ivec *v)
 int sy__spans_push(sy_tok_spans *s, size_t off, size_t len, bool match)
 {
     if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        sy_tok_span *p = realloc(s->v, cap * sizeof *p);
+        sy_tok_span *p = sy__grow(s->v, &s->cap, sizeof *p, 16);
         if (!p)
             return SY_ERR_NOMEM;
         s->v = p;
-        s->cap = cap;
     }
     s->v[s->n++] = (sy_tok_span){.off = off, .len = len, .id = -1, .match = match, .origin = false};
     return 0;
@@ -190,12 +195,10 @@ int sy__smap_put(sy_tok_strmap *m, uint32_t off, uint32_t len, int32_t val, int3
         k = (k + 1) & m->mask;
     }
     if (m->n == m->cap) {
-        size_t cap = m->cap * 2;
-        struct sy_tok_sent *e = realloc(m->ents, cap * sizeof *e);
+        struct sy_tok_sent *e = sy__grow(m->ents, &m->cap, sizeof *e, 16);
         if (!e)
             return SY_ERR_NOMEM;
         m->ents = e;
-        m->cap = cap;
     }
     m->ents[m->n] = (struct sy_tok_sent){off, len, h, val};
     m->n++;
@@ -399,5 +402,43 @@ int sy__json_str(const json_t *obj, const char *key, const char **out, size_t *l
     *out = json_string_value(v);
     if (len)
         *len = json_string_length(v);
+    return 0;
+}
+
+int sy__json_type(const json_t *j, const char *object_expected, const char *type_expected, const sy_tok_where *w,
+                  const char **type, sy_err *err)
+{
+    if (object_expected && !json_is_object(j))
+        return sy__json_err(err, w, "", object_expected, j);
+    const json_t *t = json_object_get(j, "type");
+    if (!json_is_string(t))
+        return sy__json_err(err, w, ".type", type_expected, t);
+    *type = json_string_value(t);
+    return 0;
+}
+
+int sy__json_unknown_type(sy_err *err, const sy_tok_where *w, const char *what, const char *supported,
+                          const char *type)
+{
+    return sy_err_set(err, SY_ERR_UNSUPPORTED, "%s: %s.type: expected a supported %s (%s), found \"%s\"", w->file,
+                      w->path, what, supported, type);
+}
+
+int sy__json_each(const json_t *obj, const char *key, const char *expected, const sy_tok_where *w,
+                  sy__json_each_fn each, void *ctx, sy_err *err)
+{
+    const json_t *arr = json_object_get(obj, key);
+    if (!json_is_array(arr)) {
+        char sub[80];
+        snprintf(sub, sizeof sub, ".%s", key);
+        return sy__json_err(err, w, sub, expected, arr);
+    }
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        sy_tok_where at = *w;
+        sy__path(at.path, sizeof at.path, w->path, ".%s[%zu]", key, i);
+        int rc = each(ctx, json_array_get(arr, i), &at, err);
+        if (rc)
+            return rc;
+    }
     return 0;
 }

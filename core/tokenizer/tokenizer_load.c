@@ -132,11 +132,10 @@ static int sy__post_parse(sy_tokenizer *t, const json_t *j, const sy_tok_where *
 {
     if (!j || json_is_null(j))
         return 0;
-    const json_t *type = json_object_get(j, "type");
-    if (!json_is_string(type))
-        return sy__json_err(err, w, ".type", "a post-processor type string", type);
-    const char *ty = json_string_value(type);
-    int rc = 0;
+    const char *ty;
+    int rc = sy__json_type(j, NULL, "a post-processor type string", w, &ty, err);
+    if (rc)
+        return rc;
     if (!strcmp(ty, "ByteLevel"))
         return 0;
     if (!strcmp(ty, "TemplateProcessing")) {
@@ -203,10 +202,8 @@ static int sy__post_parse(sy_tokenizer *t, const json_t *j, const sy_tok_where *
         }
         return 0;
     }
-    return sy_err_set(err, SY_ERR_UNSUPPORTED,
-                      "%s: %s.type: expected a supported post-processor (TemplateProcessing, ByteLevel, "
-                      "RobertaProcessing, BertProcessing, Sequence), found \"%s\"",
-                      w->file, w->path, ty);
+    return sy__json_unknown_type(err, w, "post-processor",
+                                 "TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence", ty);
 }
 
 static int sy__parse_tokenizer_json(sy_tokenizer *t, const json_t *root, const char *file, sy_err *err)

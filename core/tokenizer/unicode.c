@@ -142,12 +142,10 @@ typedef struct {
 static int sy__cp_push(sy__cpvec *v, uint32_t cp)
 {
     if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 64;
-        uint32_t *p = realloc(v->v, cap * sizeof *p);
+        uint32_t *p = sy__grow(v->v, &v->cap, sizeof *p, 64);
         if (!p)
             return SY_ERR_NOMEM;
         v->v = p;
-        v->cap = cap;
     }
     v->v[v->n++] = cp;
     return 0;

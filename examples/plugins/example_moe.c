@@ -230,7 +230,12 @@ static int forward(void *inst, int32_t l, const sy_tensor *x, const sy_tensor *r
     return SY_OK;
 }
 
-static const sy_moe_ops ops = {sizeof(sy_moe_ops), supports, prepare, prepare_layer, forward};
+/* The optional set_expert_range is left out: the host refuses [model] moe_parallel = expert with this plugin. */
+static const sy_moe_ops ops = {.struct_size = sizeof(sy_moe_ops),
+                               .supports = supports,
+                               .prepare = prepare,
+                               .prepare_layer = prepare_layer,
+                               .forward = forward};
 
 static const sy_plugin_desc desc = {
     .struct_size = sizeof(sy_plugin_desc),

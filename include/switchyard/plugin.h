@@ -629,6 +629,19 @@ typedef struct sy_moe_ops {
      */
     int (*forward)(void *inst, int32_t layer, const sy_tensor *x, const sy_tensor *router_logits, sy_tensor *out,
                    sy_err *err);
+    /*
+     * Optional (expert parallelism; the host calls it only when struct_size
+     * covers it and it is non-NULL, and otherwise refuses expert parallel):
+     * this instance holds only experts [first, first + count) of the
+     * problem's n_experts. Called after prepare, before prepare_layer, which
+     * then gets arrays of `count` views (index i is expert first + i;
+     * score_bias stays [n_experts]). forward still takes router_logits
+     * [n, n_experts] and selects among all experts exactly as without it, then
+     * sums only the selected experts it holds: out is this rank's partial sum
+     * (zero for a token none of whose experts are here), which the host
+     * allreduces. prepare resets the range to all experts.
+     */
+    int (*set_expert_range)(void *inst, int32_t first, int32_t count, sy_err *err);
 } sy_moe_ops;
 
 /* -------------------------------------------------------------- comm ops */

@@ -8,7 +8,9 @@
 #   3. tests/gpu/test_cuda_ops: every CUDA op against the CPU plugins on
 #      random inputs (relative-error bounds per dtype; NaN never passes)
 #   4. switchyard generate on the shared models with etc/examples/cuda.ini:
-#      the greedy ids must equal $SY_SHARED_DIR/models/expected_greedy.json's
+#      the greedy ids must equal $SY_SHARED_DIR/models/expected_greedy.json's;
+#      4b. on sy-mkmodel's GLM-4.5, DeepSeek-V3 (MLA), GLM-5 (MLA + DSA) and
+#      FP8 presets they must equal the CPU plugins' ids
 #   5. a synthetic 8B-class bf16 llama (sy-mkmodel, seeded, ~16 GB in
 #      $SY_GPU_MODEL_DIR, default /tmp/sy-gpu-model-8b), the GPU's copy
 #      bandwidth (tests/gpu/bw_probe), and decode tok/s at batch 1 and 64
@@ -17,7 +19,7 @@
 # Usage: tests/gpu/run.sh [--no-build] [--skip-8b]   (from the source tree)
 # SY_GPU_CONFIG replaces etc/examples/cuda.ini in steps 4-5 (a CPU config
 # there lets the script's own logic be tried on a machine without a GPU).
-# Exit status: 0 when steps 1-4 pass (step 5 prints a table, asserts
+# Exit status: 0 when steps 1-4b pass (step 5 prints a table, asserts
 # nothing about speed); 1 otherwise. Each step's log is in $SY_GPU_BUILD/gpu-logs.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -105,6 +107,38 @@ PY
     [ "$n" -gt 0 ] || bad "no golden cases read"
     [ "$nbad" -eq 0 ] || bad "$nbad golden generations differ"
 fi
+
+step "4b. synthetic checkpoints (MLA, DSA, GLM MoE, FP8, NVFP4): $config ids = the CPU plugins' ids"
+# The CPU plugins are the reference for what the GPU plugins compute on these
+# (sy-mkmodel presets; FP8 and NVFP4 linears stay quantised on the GPU).
+cpu_cfg=$logs/cpu.ini
+printf '[device]\nplugin = cpu\n[attention]\nplugin = auto\n[moe]\nplugin = auto\n[comm]\nplugin = local\n' >"$cpu_cfg"
+nq=0
+for p in test-glm4-moe test-deepseek-v3 test-glm5 test-llama-fp8 test-llama-fp8-tensor test-llama:nvfp4; do
+    d=$build/gpu-presets/$p
+    set -- --preset "${p%:*}"
+    [ "${p#*:}" = "$p" ] || set -- "$@" --quant "${p#*:}"
+    if ! "$build/sy-mkmodel" "$@" --out "$d" --quiet >"$logs/mk-$p.log" 2>&1; then
+        bad "sy-mkmodel --preset $p: $(tail -1 "$logs/mk-$p.log")"
+        continue
+    fi
+    ids_of() { sed -n 's/^generated_ids: //p' "$1"; }
+    "$sy" generate -c "$cpu_cfg" --plugin-dir "$plugins" --model "$d" --set scheduler.kv_cache_size=64M \
+        --prompt-ids 1,2,3,4,5 -n 24 --ignore-eos --print-ids -q >/dev/null 2>"$logs/$p.cpu"
+    "$sy" generate -c "$config" --plugin-dir "$plugins" --model "$d" --set scheduler.kv_cache_size=256M \
+        --prompt-ids 1,2,3,4,5 -n 24 --ignore-eos --print-ids -q >/dev/null 2>"$logs/$p.gpu"
+    want=$(ids_of "$logs/$p.cpu")
+    got=$(ids_of "$logs/$p.gpu")
+    if [ -n "$got" ] && [ "$got" = "$want" ]; then
+        echo "ok   $p"
+    else
+        nq=$((nq + 1))
+        echo "FAIL $p"
+        echo "     cpu: $want"
+        echo "     gpu: $got $(grep -v '_ids:' "$logs/$p.gpu" | tail -1)"
+    fi
+done
+[ "$nq" -eq 0 ] || bad "$nq synthetic checkpoints differ from the CPU plugins"
 
 step "5. decode speed of a synthetic 8B-class bf16 llama"
 if [ $do_8b = yes ]; then

@@ -11,6 +11,8 @@
  * linear on 16-bit weights (the GPU multiplies the activations as a 16-bit
  * hi + lo pair, ~16 mantissa bits of each activation), 3e-2 for
  * device.linear = round (activations rounded once to the weight's type).
+ * FP8 / NVFP4 weights: 1e-5 (both dequantise to the same F32 values and
+ * sum F32 products), 3e-2 with linear = round (BF16 tiles for n > 8).
  *
  * usage: test_cuda_ops [--plugin-dir DIR] [--attention NAME]   (default $SY_PLUGIN_DIR, auto)
  * exit 0 when every comparison is within its bound, 1 otherwise, 2 when a plugin cannot be loaded.
@@ -222,6 +224,122 @@ static void test_linear(side *c, side *g, double bound16)
                 free(out[0]), free(out[1]), free(x), free(w), free(b);
             }
     free(wf), free(bf);
+}
+
+/* ----------------------------------------------------- quantised linear */
+
+/* A seeded FP8 (F32 scales per b0 x b1 block) or NVFP4 (E4M3 scales per 16, global scale) host weight [m, k]. Every
+ * code byte is drawn, FP8's NaN codes included: both plugins read 0x7f/0xff as +-480. */
+typedef struct qweight {
+    uint8_t *codes, *scales;
+    sy_tensor t;
+} qweight;
+
+static uint8_t rand_byte(void)
+{
+    return (uint8_t)((frand() + 1.0f) * 128.0f) & 0xffu;
+}
+
+static qweight make_qweight(sy_dtype dt, int64_t m, int64_t k, int32_t b0, int32_t b1, float global)
+{
+    qweight q;
+    const int fp4 = dt == SY_DTYPE_FP4_E2M1;
+    const size_t nc = (size_t)(m * (fp4 ? k / 2 : k)), ns = (size_t)((m + b0 - 1) / b0 * ((k + b1 - 1) / b1));
+    q.codes = malloc(nc ? nc : 1);
+    for (size_t i = 0; i < nc; i++)
+        q.codes[i] = rand_byte();
+    q.scales = malloc(ns * (fp4 ? 1 : sizeof(float)));
+    for (size_t i = 0; i < ns; i++) {
+        if (fp4) /* positive E4M3 with exponents 4..11: 2^-3 .. 2^4 */
+            q.scales[i] = (uint8_t)(((4 + rand_byte() % 8) << 3) | (rand_byte() & 7));
+        else
+            ((float *)q.scales)[i] = (0.75f + 0.5f * frand()) / 256.0f;
+    }
+    q.t = sy_tensor_2d(q.codes, dt, m, k);
+    q.t.scale = q.scales;
+    q.t.scale_dtype = fp4 ? SY_DTYPE_FP8_E4M3 : SY_DTYPE_F32;
+    q.t.scale_block[0] = b0;
+    q.t.scale_block[1] = b1;
+    q.t.global_scale = global;
+    return q;
+}
+
+typedef struct qcase {
+    const char *what;
+    sy_dtype dt;
+    int64_t m, k;
+    int32_t b0, b1; /* 0: per-tensor (b0 = m, b1 = k) */
+    float global;
+} qcase;
+
+/* linear on one quantised weight, gpu side g against the cpu plugin, for each n. */
+static void test_linear_q(side *c, side *g, const qcase *qc, const int64_t *ns, int n_ns, double bound)
+{
+    const int32_t b0 = qc->b0 ? qc->b0 : (int32_t)qc->m, b1 = qc->b1 ? qc->b1 : (int32_t)qc->k;
+    qweight q = make_qweight(qc->dt, qc->m, qc->k, b0, b1, qc->global);
+    float *bf = rand_f32((size_t)qc->m, 0.5f);
+    void *b = as_dtype(bf, (size_t)qc->m, SY_DTYPE_BF16);
+    for (int ni = 0; ni < n_ns; ni++) {
+        const int64_t n = ns[ni], m = qc->m, k = qc->k;
+        const int with_bias = ni % 2 == 1;
+        float *x = rand_f32((size_t)(n * k), 3.0f), *out[2];
+        side *sd[2] = {c, g};
+        for (int s = 0; s < 2; s++) {
+            sy_err err = {{0}};
+            sy_tensor W, B = weight(sd[s], "b", b, SY_DTYPE_BF16, 1, 1, m);
+            if (sd[s]->d->prepare_weight(sd[s]->dev->inst, "wq", &q.t, &W, &err))
+                die(sd[s]->name, &err);
+            sy_tensor X = dev_f32(sd[s], x, n, k), O = dev_tensor(sd[s], SY_DTYPE_F32, n, m);
+            op_ok(sd[s], sd[s]->d->linear(sd[s]->dev->inst, &X, &W, with_bias ? &B : NULL, &O, &err), "linear", &err);
+            out[s] = fetch(sd[s], &O);
+            sd[s]->d->free(sd[s]->dev->inst, &X);
+            sd[s]->d->free(sd[s]->dev->inst, &O);
+            sd[s]->d->release_weight(sd[s]->dev->inst, &W);
+            sd[s]->d->release_weight(sd[s]->dev->inst, &B);
+        }
+        char cas[96];
+        snprintf(cas, sizeof cas, "n %lld, %s%s", (long long)n, qc->what, with_bias ? ", bias" : "");
+        compare("linear", cas, out[1], out[0], (size_t)(n * m), bound);
+        free(out[0]), free(out[1]), free(x);
+    }
+    free(q.codes), free(q.scales), free(bf), free(b);
+}
+
+/* A layout the CPU plugin refuses must be refused by the GPU's prepare_weight too (no silent misreading). */
+static void test_qweight_refused(side *g)
+{
+    qweight q = make_qweight(SY_DTYPE_FP8_E4M3, 64, 200, 64, 100, 1.0f); /* b1 100: not a multiple of 16, < K */
+    sy_tensor W;
+    sy_err err = {{0}};
+    const int rc = g->d->prepare_weight(g->dev->inst, "bad", &q.t, &W, &err);
+    if (!rc)
+        g->d->release_weight(g->dev->inst, &W);
+    checks++;
+    failures += rc == 0;
+    printf("%-4s %-14s %-44s %s\n", rc ? "ok" : "FAIL", "prepare_weight", "FP8 scale block [64, 100] refused",
+           rc ? err.msg : "(accepted)");
+    free(q.codes), free(q.scales);
+}
+
+static void test_linear_quant(side *c, side *g, side *gr)
+{
+    static const qcase cases[] = {
+        {"F8_E4M3 per-tensor scale, 300 x 400", SY_DTYPE_FP8_E4M3, 300, 400, 0, 0, 1.0f},
+        {"F8_E4M3 128x128 scales, 300 x 400", SY_DTYPE_FP8_E4M3, 300, 400, 128, 128, 1.0f},
+        {"F8_E4M3 128x128 scales, 300 x 392", SY_DTYPE_FP8_E4M3, 300, 392, 128, 128, 1.0f},
+        {"NVFP4, 300 x 400, global 0.01", SY_DTYPE_FP4_E2M1, 300, 400, 1, 16, 0.01f},
+    };
+    static const int64_t ns[3] = {1, 5, 37}, ns_big[2] = {9, 3};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        test_linear_q(c, g, &cases[i], ns, 3, 1e-5);
+        test_linear_q(c, gr, &cases[i], ns + 1, 2, 3e-2);
+    }
+    /* More weight rows than one 64 MiB dequantisation tile (F32): the prefill path's tiling. */
+    static const qcase big = {"F8_E4M3 128x128 scales, 4200 x 4096", SY_DTYPE_FP8_E4M3, 4200, 4096, 128, 128, 1.0f};
+    test_linear_q(c, g, &big, ns_big, 2, 1e-5);
+    static const qcase big4 = {"NVFP4, 4200 x 4096, global 0.02", SY_DTYPE_FP4_E2M1, 4200, 4096, 1, 16, 0.02f};
+    test_linear_q(c, g, &big4, ns_big, 2, 1e-5);
+    test_qweight_refused(g);
 }
 
 static void test_rope(side *c, side *g)
@@ -437,6 +555,7 @@ int main(int argc, char **argv)
     test_glue(&c, &g);
     test_linear(&c, &g, 2e-5);
     test_linear(&c, &gr, 3e-2);
+    test_linear_quant(&c, &g, &gr);
     test_rope(&c, &g);
     static const attn_case cases[] = {
         {8, 2, 64, 0, SY_DTYPE_F32, 0}, {8, 2, 64, 24, SY_DTYPE_BF16, 0}, {32, 8, 128, 0, SY_DTYPE_BF16, 0},

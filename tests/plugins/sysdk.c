@@ -98,7 +98,11 @@ static int forward(void *i, int32_t layer, const sy_tensor *x, const sy_tensor *
     return SY_OK;
 }
 
-static const sy_moe_ops ops = {sizeof(sy_moe_ops), supports, prepare, prepare_layer, forward};
+static const sy_moe_ops ops = {.struct_size = sizeof(sy_moe_ops),
+                               .supports = supports,
+                               .prepare = prepare,
+                               .prepare_layer = prepare_layer,
+                               .forward = forward};
 #define DEVICE "cpu"
 #define GET_PROC NULL
 #endif

@@ -159,7 +159,11 @@ static int moe_forward(void *i, int32_t layer, const sy_tensor *x, const sy_tens
     return sy_err_set(err, SY_ERR_UNSUPPORTED, "sytest");
 }
 
-static const sy_moe_ops moe_ops = {sizeof(sy_moe_ops), moe_supports, moe_prepare, moe_prepare_layer, moe_forward};
+static const sy_moe_ops moe_ops = {.struct_size = sizeof(sy_moe_ops),
+                                   .supports = moe_supports,
+                                   .prepare = moe_prepare,
+                                   .prepare_layer = moe_prepare_layer,
+                                   .forward = moe_forward};
 #endif
 
 /* ---------------------------------------------------------- descriptor */

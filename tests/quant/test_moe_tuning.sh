@@ -43,7 +43,7 @@ arch=$(dirname "$own")
 
 table() { # file token_block n_block
     mkdir -p "$(dirname "$1")"
-    printf '[table]\nexperts = 4\nn = 96\nk = 64\ndtype = BF16\n[tokens=1]\ntoken_block = 1\nn_block = 16\nthreads = 1\n[tokens=8]\ntoken_block = %s\nn_block = %s\nthreads = 0\n' "$2" "$3" >"$1"
+    printf '[table]\nmatmul = f32\nexperts = 4\nn = 96\nk = 64\ndtype = BF16\n[tokens=1]\ntoken_block = 1\nn_block = 16\nthreads = 1\n[tokens=8]\ntoken_block = %s\nn_block = %s\nthreads = 0\n' "$2" "$3" >"$1"
 }
 table "$arch/Another-CPU-Model/$fname" 2 8
 ids=$(gen "$tmp/tables")
@@ -58,24 +58,35 @@ ids=$(gen "$tmp/tables")
 check "this CPU's table: used, no warning" $? "$(grep -i tiles "$tmp/err.txt")"
 [ "$ids" = "$ref" ]
 check "this CPU's tiles: same ids" $? "'$ids' vs '$ref'"
+# The entry a bucket's passes run with is logged (debug) on its first pass: the 5-token prefill
+# chunks take [tokens=8] (nearest by ratio), the 2-token rest and the decode steps [tokens=1].
+"$SY" generate -v -c "$INI" --model "$tmp/m" --prompt-ids 5,6,7,8,9,10,11,12,13,14,15,16 -n 2 --ignore-eos \
+    --set moe.tuning_dir="$tmp/tables" --set scheduler.max_batch_tokens=5 >/dev/null 2>"$tmp/v.txt"
+grep -q "pass of 5 tokens: bucket tokens=8, tile 3,4,0 " "$tmp/v.txt" &&
+    grep -q "pass of [12] tokens: bucket tokens=1, tile 1,16,1 " "$tmp/v.txt"
+check "each pass runs its bucket's entry (logged)" $? "$(grep 'pass of' "$tmp/v.txt")"
 
 table "$own/$fname" 4 1048576
 gen "$tmp/tables" >/dev/null
-grep -q "$own/$fname:10: \[tokens=8\] does not fit this device: n_block 1048576 x K 64 x 16 bits (134217728 B) + token_block 4 x K 64 x 4 B (1024 B) = 134218752 B exceeds the L2 per core" "$tmp/err.txt"
+grep -q "$own/$fname:11: \[tokens=8\] does not fit this device: n_block 1048576 x K 64 x 16 bits (134217728 B) + token_block 4 x K 64 x 4 B (1024 B) = 134218752 B exceeds the L2 per core" "$tmp/err.txt"
 check "an entry too big for L2: refused at load with its numbers" $? "$(grep -i fit "$tmp/err.txt")"
 
 table "$own/$fname" 4 8
 echo "tile_rows = 3" >>"$own/$fname"
 gen "$tmp/tables" >/dev/null
-grep -q "$own/$fname:14: unknown key 'tile_rows' in \[tokens=8\]" "$tmp/err.txt"
+grep -q "$own/$fname:15: unknown key 'tile_rows' in \[tokens=8\]" "$tmp/err.txt"
 check "a malformed table: file:line" $? "$(grep -i key "$tmp/err.txt")"
 
 rm -f "$own/$fname"
 "$SY" tune-moe -q -c "$INI" --model "$tmp/m" --set moe.tuning_dir="$tmp/tables" --tokens 1,8 --reps 1 \
     >"$tmp/tune.txt" 2>&1
 check "tune-moe runs" $? "$(cat "$tmp/tune.txt")"
-grep -q "wrote $own/$fname" "$tmp/tune.txt" && grep -q '^\[tokens=8\]' "$own/$fname"
-check "tune-moe writes this CPU's table" $? "$(cat "$tmp/tune.txt")"
+grep -q "wrote $own/$fname" "$tmp/tune.txt" && grep -q '^\[tokens=8\]' "$own/$fname" && grep -q '^matmul = f32' "$own/$fname"
+check "tune-moe writes this CPU's table, with the matmul it timed" $? "$(cat "$tmp/tune.txt") $(cat "$own/$fname")"
+"$SY" tune-moe -q -c "$INI" --model "$tmp/m" --set moe.tuning_dir="$tmp/tables" --tokens 8 --reps 2 \
+    --tiles "2,16,0" --dry-run >"$tmp/tiles.txt" 2>&1
+grep -Eq '^ +8 +[0-9.]+ +2,16,0 +[0-9.]+ +[0-9.]+x' "$tmp/tiles.txt" && grep -q ' 1 candidates (0 refused)' "$tmp/tiles.txt"
+check "tune-moe --tiles times just the tiles given" $? "$(cat "$tmp/tiles.txt")"
 ids=$(gen "$tmp/tables")
 grep -q "expert GEMM tiles: $own/$fname" "$tmp/err.txt" && [ "$ids" = "$ref" ]
 check "the plugin reads tune-moe's table; same ids" $? "'$ids' vs '$ref': $(grep -i tiles "$tmp/err.txt")"

@@ -33,9 +33,10 @@ passes() { # file, expected OK rows at least, then extra arguments
 passes "$SY_PLUGIN_DIR/sy-device-cpu.so" 23
 passes "$SY_PLUGIN_DIR/sy-attn-cpu.so" 10
 passes "$SY_PLUGIN_DIR/sy-attn-cpu-ref.so" 10
-passes "$SY_PLUGIN_DIR/sy-moe-cpu.so" 14
+passes "$SY_PLUGIN_DIR/sy-moe-cpu.so" 16 # 14 + the two set_expert_range rows
 passes "$SY_PLUGIN_DIR/sy-comm-local.so" 10
 passes "$SY_PLUGIN_DIR/sy-comm-shm.so" 10
+passes "$SY_PLUGIN_DIR/sy-comm-tcp.so" 10
 passes "$SY_PLUGIN_DIR/sy-frontend-http.so" 5 --set listen=127.0.0.1:0
 
 # The rows say what was compared and how closely.

@@ -158,8 +158,8 @@ expect_err "--tp on FP8 weights" 'layer 0 q_proj is F8_E4M3; slicing is implemen
     --model "$tmp/fp8" --tp 2
 expect_err "--tp with comm mpi" 'takes its ranks from mpirun' --model "$models/tiny-llama" --tp 2 \
     --set comm.plugin=mpi
-expect_err "--nnodes 2" 'run the ranks of every node under mpirun' --model "$models/tiny-llama" --nnodes 2 \
-    --node-rank 1 --dist-addr 10.0.0.1:29500
+expect_err "--nnodes 2 with comm mpi" 'mpi takes its ranks from mpirun; use plugin = tcp' --model "$models/tiny-llama" \
+    --nnodes 2 --node-rank 1 --dist-addr 10.0.0.1:29500 --set comm.plugin=mpi
 expect_err "--node-rank past --nnodes" '--node-rank 2 is not in 0..1' --model "$models/tiny-llama" --nnodes 2 \
     --node-rank 2
 expect_err "bad --dist-addr" 'expects HOST:PORT' --model "$models/tiny-llama" --dist-addr nowhere

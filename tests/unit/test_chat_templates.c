@@ -79,6 +79,14 @@ static void unit_checks(void)
                   "3");
     expect_render("{{ {'a': 1, 'b': [true, none, 'x\"y']} | tojson }}", "{\"a\": 1, \"b\": [true, null, \"x\\\"y\"]}");
     expect_render("{{ {'a': [1]} | tojson(indent=2) }}", "{\n  \"a\": [\n    1\n  ]\n}");
+    /* repr and tojson escape alike where Python and JSON agree, and differently elsewhere. */
+    expect_render("{{ ['a\\\\b', \"it's\", 'x\\ny\\tz\\r', -12] }}", "['a\\\\b', \"it's\", 'x\\ny\\tz\\r', -12]");
+    expect_render("{{ 'a\\\\b\"\\n\\t\\r\\u0008\\u000c\\u0001' | tojson }} {{ [-12] | tojson }}",
+                  "\"a\\\\b\\\"\\n\\t\\r\\b\\f\\u0001\" [-12]");
+    /* and / or: left-associative, 'and' binds tighter, operands as values. */
+    expect_render("{{ 1 and 0 or 2 }} {{ none or 'd' }} {{ 'a' and 'b' and 'c' }} {{ not 0 and 1 }} "
+                  "{{ false or false or 'x' }} {{ 0 or 1 and 0 }}",
+                  "2 d c 1 x 0");
     expect_render("{% macro f(x, y='d') %}[{{ x }}{{ y }}]{% endmacro %}{{ f(1) }}{{ f(2, y=3) }}",
                   "[1d][23]");
     expect_render("{{ none }} {{ true }} {{ undefined_thing }}|{{ [1, 'a'] }} {{ 2.0 }}",
@@ -115,6 +123,13 @@ static void unit_checks(void)
         const char *src, *needle;
     } bad[] = {
         {"{% if x %}abc", "expected '{% endif %}'"},
+        {"{% if x %}a{% else %}b", "expected '{% endif %}'"},
+        {"{% for x in y %}a{% else %}b", "expected '{% endfor %}'"},
+        {"{% set x %}abc", "expected '{% endset %}'"},
+        {"{% macro m() %}abc", "expected '{% endmacro %}'"},
+        {"{% generation %}abc", "expected '{% endgeneration %}'"},
+        {"{{ [1, 2 3] }}", "expected ','"},
+        {"{{ f(1 2) }}", "expected ','"},
         {"line1\n{{ a + }}", "2:"},
         {"{{ a b }}", "expected '}}'"},
         {"{% for x y %}", "expected 'in'"},

@@ -353,6 +353,74 @@ static void check_refusals(void)
     moe.desc->destroy(inst);
 }
 
+/*
+ * Tiles (the `tile` key, as a tuning table entry gives them) change the loop
+ * order and the split over workers, never the arithmetic: every tile gives
+ * the built-in tiles' bits, for passes of several sizes, in both matmul
+ * modes. This is what makes a tuning table safe to ship. A tile too big for
+ * the L2 is refused at prepare with its numbers.
+ */
+static void check_tiles(const char *isa)
+{
+    model m;
+    memset(&m, 0, sizeof m);
+    m.p = problem(6, 2, 64, 200, SY_MOE_SOFTMAX, 1, 1.0f, 0, 0, SY_DTYPE_BF16);
+    th_rng r = {0x7113u};
+    model_init(&m, &r);
+    const int E = m.p.n_experts, H = m.p.hidden;
+    const int64_t n = 150;
+    float *x = xmalloc(sizeof(float) * (size_t)(n * H)), *lg = xmalloc(sizeof(float) * (size_t)(n * E));
+    float *ref = xmalloc(sizeof(float) * (size_t)(n * H)), *out = xmalloc(sizeof(float) * (size_t)(n * H));
+    for (int64_t i = 0; i < n * H; i++)
+        x[i] = (float)th_uniform(&r, -1, 1);
+    for (int64_t i = 0; i < n * E; i++)
+        lg[i] = (float)th_uniform(&r, -2, 2);
+    /* 1, 5, 12 and 150 tokens per pass (max_tokens), the last with ~50 rows per expert. */
+    static const char *const tiles[] = {"builtin", "12,256,0", "1,4,0", "6,16,1", "5,8,0", "48,200,0", "12,0,1"};
+    static const char *const passes[] = {"1", "5", "12", "150"};
+    for (int mm = 0; mm < 2; mm++)
+        for (size_t pi = 0; pi < sizeof passes / sizeof passes[0]; pi++)
+            for (size_t ti = 0; ti < sizeof tiles / sizeof tiles[0]; ti++) {
+                const char *kv[] = {"isa", isa, "max_tokens", passes[pi], "matmul", mm ? "bf16" : "f32",
+                                    "tile", tiles[ti], NULL};
+                void *inst = NULL;
+                sy_err err;
+                if (th_create(&moe, &host.api, kv, &inst, &err)) {
+                    TH_CHECK(0, "tile %s create: %s", tiles[ti], err.msg);
+                    continue;
+                }
+                int ok = ops->prepare(inst, &m.p, &err) == SY_OK;
+                TH_CHECK(ok, "tile %s prepare: %s", tiles[ti], err.msg);
+                ok = ok && ops->prepare_layer(inst, 0, m.gate, m.up, m.down, NULL, &err) == SY_OK;
+                sy_tensor tx = sy_tensor_2d(x, SY_DTYPE_F32, n, H), tl = sy_tensor_2d(lg, SY_DTYPE_F32, n, E);
+                sy_tensor to = sy_tensor_2d(ti == 0 ? ref : out, SY_DTYPE_F32, n, H);
+                ok = ok && ops->forward(inst, 0, &tx, &tl, &to, &err) == SY_OK;
+                TH_CHECK(ok, "[%s] tile %s max_tokens %s: %s", isa, tiles[ti], passes[pi], err.msg);
+                if (ok && ti > 0)
+                    TH_CHECK(memcmp(ref, out, sizeof(float) * (size_t)(n * H)) == 0,
+                             "[%s] tile %s, passes of %s tokens, matmul %s: output differs from the built-in tiles'",
+                             isa, tiles[ti], passes[pi], mm ? "bf16" : "f32");
+                moe.desc->destroy(inst);
+            }
+    /* Too big for any L2 (2^20 columns x 64 x 2 B = 128 MiB): refused at prepare, with the numbers. */
+    const char *kv[] = {"isa", isa, "tile", "4,1048576,0", NULL};
+    void *inst = NULL;
+    sy_err err;
+    if (th_create(&moe, &host.api, kv, &inst, &err) == SY_OK) {
+        TH_CHECK(ops->prepare(inst, &m.p, &err) == SY_ERR_UNSUPPORTED &&
+                     strstr(err.msg, "tile = 4,1048576,0 does not fit this device: n_block 1048576 x K") &&
+                     strstr(err.msg, "exceeds the L2 per core"),
+                 "[%s] a tile bigger than the L2 was not refused with its numbers (\"%s\")", isa, err.msg);
+        moe.desc->destroy(inst);
+    } else
+        TH_CHECK(0, "create: %s", err.msg);
+    free(x);
+    free(lg);
+    free(ref);
+    free(out);
+    model_free(&m);
+}
+
 int main(void)
 {
     th_load("sy-device-cpu", &dev);
@@ -401,6 +469,8 @@ int main(void)
         }
         model_free(&m);
     }
+    for (int i = 0; i < n_isa; i++)
+        check_tiles(isas[i]);
     th_host_clear_pool(&host);
     dev.desc->destroy(d);
     TH_CHECK(atomic_load(&host.live_allocs) == 0, "%ld host allocations leaked", atomic_load(&host.live_allocs));

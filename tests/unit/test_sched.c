@@ -365,6 +365,11 @@ static void test_equality(const model_case *mc)
     run_set(srv, &shared, max_tokens, ref_shared, true, what, &cached);
     sy_server_stats_get(srv, &st);
     CHECK(st.sched.preemptions > 0);
+    /* A victim readmitted into the still-full pool is preempted again and
+     * recomputes its prompt each time: 13-16 preemptions for these 16
+     * requests when admissions went on after a preemption, 7 since a
+     * preemption holds them until a running request ends. */
+    CHECK(st.sched.preemptions <= 10);
     printf("%s: tiny pool of %d blocks: %llu preemptions\n", mc->name, st.sched.kv_total,
            (unsigned long long)st.sched.preemptions);
     check_no_leak(srv, what);

@@ -172,6 +172,43 @@ static void test_errors(void)
     sy__expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []},"
                      " \"decoder\": {\"type\": \"CTC\"}}",
                      SY_ERR_UNSUPPORTED, "decoder.type", "CTC");
+    /* The component parsers share their type, Sequence and unknown-type checks: each names its own component,
+     * list of types and JSON path. */
+#define SY_EMPTY_BPE "{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}, "
+    sy__expect_error(SY_EMPTY_BPE "\"normalizer\": 7}", SY_ERR_INVALID,
+                     "normalizer: expected a normalizer object or null, found integer 7", NULL);
+    sy__expect_error(SY_EMPTY_BPE "\"pre_tokenizer\": {\"kind\": \"Split\"}}", SY_ERR_INVALID,
+                     "pre_tokenizer.type: expected a pre-tokenizer type string", NULL);
+    sy__expect_error(SY_EMPTY_BPE "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": {}}}",
+                     SY_ERR_INVALID, "pre_tokenizer.pretokenizers: expected an array of pre-tokenizers", NULL);
+    sy__expect_error(SY_EMPTY_BPE "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [null, "
+                                  "{\"type\": \"Digits\"}, {\"type\": \"Unigram\"}]}}",
+                     SY_ERR_UNSUPPORTED,
+                     "pre_tokenizer.pretokenizers[2].type: expected a supported pre-tokenizer (Sequence, Split, "
+                     "ByteLevel, Metaspace, Digits, Whitespace, WhitespaceSplit, Punctuation, BertPreTokenizer), "
+                     "found \"Unigram\"",
+                     NULL);
+    sy__expect_error(SY_EMPTY_BPE "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": 3}}", SY_ERR_INVALID,
+                     "normalizer.normalizers: expected an array of normalizers, found integer 3", NULL);
+    sy__expect_error(SY_EMPTY_BPE "\"normalizer\": {\"type\": \"NFKC2\"}}", SY_ERR_UNSUPPORTED,
+                     "normalizer.type: expected a supported normalizer (Sequence, Prepend, Replace, Lowercase, NFC, "
+                     "NFD, NFKC, NFKD, Strip), found \"NFKC2\"",
+                     NULL);
+    sy__expect_error(SY_EMPTY_BPE "\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, 5]}}",
+                     SY_ERR_INVALID, "decoder.decoders[1]: expected a decoder object, found integer 5", NULL);
+    sy__expect_error(SY_EMPTY_BPE "\"decoder\": {\"type\": \"Sequence\", \"decoders\": \"Fuse\"}}", SY_ERR_INVALID,
+                     "decoder.decoders: expected an array of decoders", NULL);
+    sy__expect_error(SY_EMPTY_BPE "\"decoder\": {\"type\": \"CTC\"}}", SY_ERR_UNSUPPORTED,
+                     "decoder.type: expected a supported decoder (ByteLevel, Metaspace, Replace, ByteFallback, Fuse, "
+                     "Strip, Sequence), found \"CTC\"",
+                     NULL);
+    sy__expect_error(SY_EMPTY_BPE "\"post_processor\": {\"type\": 1}}", SY_ERR_INVALID,
+                     "post_processor.type: expected a post-processor type string, found integer 1", NULL);
+    sy__expect_error(SY_EMPTY_BPE "\"post_processor\": {\"type\": \"Template\"}}", SY_ERR_UNSUPPORTED,
+                     "post_processor.type: expected a supported post-processor (TemplateProcessing, ByteLevel, "
+                     "RobertaProcessing, BertProcessing, Sequence), found \"Template\"",
+                     NULL);
+#undef SY_EMPTY_BPE
     /* Invalid JSON: jansson's line and column. */
     sy__expect_error("{\"model\": {\n  \"vocab\": {,}}}", SY_ERR_INVALID, "tokenizer.json:2:", "expected valid JSON");
 

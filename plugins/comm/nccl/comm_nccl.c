@@ -2,12 +2,16 @@
  * comm/nccl: collectives between GPUs (one per rank, any number of nodes)
  * through NCCL.
  *
- * Rendezvous: rank 0 makes the ncclUniqueId and publishes it as a file
- * named after the rendezvous string in id_dir (written to a temporary name,
- * then renamed, so a reader never sees half of it); the other ranks poll
- * for it until timeout_s. For ranks on several nodes id_dir must be a
- * shared file system. Rank 0 removes the file once the communicator is up
- * (every rank has read it by then).
+ * Rendezvous: rank 0 makes the ncclUniqueId and hands it to the others.
+ * A rendezvous of the form HOST:PORT[/RUNID][;fd=N] (what `--nnodes`
+ * passes) goes over TCP: rank 0 listens at HOST:PORT (or on the listening
+ * socket N its launcher opened there) and sends the id to every rank that
+ * connects and says its rank; the others connect, retrying until
+ * timeout_s. Any other string names a file in id_dir (written to a
+ * temporary name, then renamed, so a reader never sees half of it) that
+ * the other ranks poll for until timeout_s; across nodes id_dir must then
+ * be a shared file system. Rank 0 removes the file once the communicator
+ * is up (every rank has read it by then).
  *
  * Timeouts: the communicator is non-blocking (ncclConfig_t.blocking = 0);
  * init and every collective are polled with ncclCommGetAsyncError and the
@@ -37,6 +41,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 #include "sycuda.h"
 
 #define NAME "nccl"
@@ -55,7 +63,8 @@ typedef struct comm_nccl {
 
 static const sy_key_decl keys[] = {
     {"id_dir", SY_KEY_STRING, "/dev/shm",
-     "directory where rank 0 publishes the NCCL unique id for the rendezvous (a shared file system across nodes)",
+     "directory where rank 0 publishes the NCCL unique id when the rendezvous is not HOST:PORT (--nnodes sends it over "
+     "TCP instead)",
      1, 0, NULL},
     {"gpu", SY_KEY_INT, "-1", "CUDA device of this rank; -1 = the one current on the engine thread (device.gpu)", -1,
      1023, NULL},
@@ -174,6 +183,153 @@ static int read_id(const char *path, int rank, double deadline, ncclUniqueId *id
     }
 }
 
+/* ------------------------------------------------ the id over TCP (--nnodes) */
+
+#define ID_HELLO_MAGIC 0x5359494eu /* "SYIN" */
+
+typedef struct id_hello {
+    uint32_t magic;
+    int32_t rank, world;
+    uint32_t pad;
+} id_hello;
+
+/* HOST and PORT of "HOST:PORT[/RUNID][;fd=N]" (numeric port), *fd from ";fd=N" or -1; 0, or -1 when not that form. */
+static int tcp_rendezvous(const char *s, char *host, size_t hcap, char *port, size_t pcap, int *fd)
+{
+    const size_t alen = strcspn(s, "/;");
+    const char *colon = NULL;
+    for (size_t i = 0; i < alen; i++)
+        if (s[i] == ':')
+            colon = s + i;
+    if (!colon || colon == s || colon + 1 == s + alen)
+        return -1;
+    for (const char *p = colon + 1; p < s + alen; p++)
+        if (*p < '0' || *p > '9')
+            return -1;
+    const char *h = s, *he = colon;
+    if (*h == '[' && he[-1] == ']') {
+        h++;
+        he--;
+    }
+    const size_t hl = (size_t)(he - h), pl = (size_t)(s + alen - colon - 1);
+    if (hl == 0 || hl >= hcap || pl >= pcap)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = 0;
+    memcpy(port, colon + 1, pl);
+    port[pl] = 0;
+    const char *semi = strchr(s, ';');
+    *fd = semi && !strncmp(semi, ";fd=", 4) ? atoi(semi + 4) : -1;
+    return 0;
+}
+
+static int io_full(int fd, void *buf, size_t n, int out, double deadline)
+{
+    char *b = buf;
+    while (n) {
+        struct pollfd p = {.fd = fd, .events = out ? POLLOUT : POLLIN};
+        const double left = deadline > 0 ? deadline - now_s() : 1;
+        if (left <= 0 || poll(&p, 1, deadline > 0 ? (int)(left * 1000) + 1 : -1) == 0)
+            return -1;
+        ssize_t k = out ? send(fd, b, n, MSG_NOSIGNAL) : recv(fd, b, n, 0);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (k <= 0)
+            return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Rank 0: the id to world-1 ranks that connect at host:port (or on the launcher's socket lfd). */
+static int serve_id(const char *host, const char *port, int lfd, int world, double deadline, const ncclUniqueId *id,
+                    sy_err *err)
+{
+    if (lfd < 0) {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
+        if (getaddrinfo(host, port, &hints, &ai) != 0)
+            return sy_err_set(err, SY_ERR_INVALID, "comm nccl: rank 0 cannot resolve the rendezvous %s:%s", host,
+                              port);
+        lfd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        int one = 1;
+        if (lfd >= 0)
+            setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (lfd < 0 || bind(lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(lfd, 256) != 0) {
+            const int e = errno;
+            freeaddrinfo(ai);
+            if (lfd >= 0)
+                close(lfd);
+            return sy_err_set(err, SY_ERR_IO, "comm nccl: rank 0 cannot listen on the rendezvous %s:%s: %s", host,
+                              port, strerror(e));
+        }
+        freeaddrinfo(ai);
+    }
+    unsigned char seen[4096] = {0};
+    int got = 1, rc = SY_OK;
+    while (got < world) {
+        struct pollfd p = {.fd = lfd, .events = POLLIN};
+        const double left = deadline > 0 ? deadline - now_s() : 1;
+        if (left <= 0 || poll(&p, 1, deadline > 0 ? (int)(left * 1000) + 1 : -1) == 0) {
+            rc = sy_err_set(err, SY_ERR_UNAVAILABLE,
+                            "comm nccl: rank 0 waited at %s:%s, but only %d of %d ranks came for the unique id", host,
+                            port, got, world);
+            break;
+        }
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        id_hello h;
+        /* Something that is not one of our ranks (a stale run, a port scan) is dropped. */
+        if (io_full(fd, &h, sizeof h, 0, now_s() + 5) == 0 && h.magic == ID_HELLO_MAGIC && h.world == world &&
+            h.rank > 0 && h.rank < world && h.rank < (int)sizeof seen && !seen[h.rank] &&
+            io_full(fd, (void *)id, sizeof *id, 1, now_s() + 5) == 0) {
+            seen[h.rank] = 1;
+            got++;
+        }
+        close(fd);
+    }
+    close(lfd);
+    return rc;
+}
+
+static int fetch_id(const char *host, const char *port, int rank, int world, double deadline, ncclUniqueId *id,
+                    sy_err *err)
+{
+    int e = 0;
+    for (;;) {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+        if (getaddrinfo(host, port, &hints, &ai) == 0) {
+            for (struct addrinfo *a = ai; a; a = a->ai_next) {
+                int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+                if (fd < 0)
+                    continue;
+                if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+                    id_hello h = {.magic = ID_HELLO_MAGIC, .rank = rank, .world = world};
+                    const int ok = io_full(fd, &h, sizeof h, 1, deadline) == 0 &&
+                                   io_full(fd, id, sizeof *id, 0, deadline) == 0;
+                    close(fd);
+                    freeaddrinfo(ai);
+                    if (ok)
+                        return SY_OK;
+                    return sy_err_set(err, SY_ERR_UNAVAILABLE,
+                                      "comm nccl: rank %d: rank 0 at %s:%s did not send the unique id (it refused "
+                                      "world size %d, or gave up)",
+                                      rank, host, port, world);
+                }
+                e = errno;
+                close(fd);
+            }
+            freeaddrinfo(ai);
+        }
+        if (deadline > 0 && now_s() > deadline)
+            return sy_err_set(err, SY_ERR_UNAVAILABLE, "comm nccl: rank %d found nobody at the rendezvous %s:%s: %s",
+                              rank, host, port, strerror(e));
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Polls a non-blocking communicator until its last call finished; aborts it on error or timeout. */
 static int wait_comm(comm_nccl *c, const char *what, double deadline, sy_err *err)
 {
@@ -235,30 +391,38 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
     const double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
     if (c->gpu >= 0)
         SYC_TRY(err, cudaSetDevice(c->gpu), "comm nccl: cudaSetDevice");
-    char path[1280];
-    id_path(c, rendezvous, path, sizeof path);
+    char path[1280] = "", host[256], port[32];
+    int lfd = -1;
+    const int over_tcp = tcp_rendezvous(rendezvous, host, sizeof host, port, sizeof port, &lfd) == 0;
+    if (!over_tcp)
+        id_path(c, rendezvous, path, sizeof path);
     ncclUniqueId id;
     int rc;
     if (rank == 0) {
         ncclResult_t r = ncclGetUniqueId(&id);
-        if (r != ncclSuccess)
+        if (r != ncclSuccess) {
+            if (lfd >= 0)
+                close(lfd);
             return sy_err_set(err, SY_ERR_UNAVAILABLE, "comm nccl: ncclGetUniqueId: %s", ncclGetErrorString(r));
-        if ((rc = publish_id(path, &id, err)))
+        }
+        rc = over_tcp ? serve_id(host, port, lfd, world, deadline, &id, err) : publish_id(path, &id, err);
+        if (rc)
             return rc;
-    } else if ((rc = read_id(path, rank, deadline, &id, err))) {
+    } else if ((rc = over_tcp ? fetch_id(host, port, rank, world, deadline, &id, err)
+                              : read_id(path, rank, deadline, &id, err))) {
         return rc;
     }
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     ncclResult_t r = ncclCommInitRankConfig(&c->comm, world, id, rank, &cfg);
     if (r != ncclSuccess && r != ncclInProgress) {
-        if (rank == 0)
+        if (rank == 0 && path[0])
             unlink(path);
         return sy_err_set(err, SY_ERR_UNAVAILABLE, "comm nccl: rank %d of %d: ncclCommInitRankConfig: %s", rank, world,
                           ncclGetErrorString(r));
     }
     rc = wait_comm(c, "communicator init (waiting for every rank)", deadline, err);
-    if (rank == 0)
+    if (rank == 0 && path[0])
         unlink(path);
     if (rc)
         return rc;
@@ -457,7 +621,8 @@ static const sy_plugin_desc desc = {
     .name = NAME,
     .version = PACKAGE_VERSION,
     .device = "cuda",
-    .description = "NCCL collectives between GPUs, one per rank (unique id through a file named by the rendezvous; "
+    .description = "NCCL collectives between GPUs, one per rank (unique id over TCP for a HOST:PORT rendezvous, "
+                   "else through a file named by it; "
                    "non-blocking communicator with timeouts and abort)",
     .keys = keys,
     .probe = probe,

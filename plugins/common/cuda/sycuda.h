@@ -87,4 +87,19 @@ static inline int syc_cc_supported(int major, int minor)
     return major == 8 || major == 9 || major >= 12;
 }
 
+/* probe's test for a plugin whose kernels are built for every supported
+ * architecture: GPU 0 is there and this build has kernels for it. */
+static inline int syc_probe_gpu0(sy_err *why)
+{
+    int ma = 0, mi = 0;
+    if (!syc_probe(0, why, &ma, &mi))
+        return 0;
+    if (!syc_cc_supported(ma, mi)) {
+        sy_err_set(why, SY_ERR_UNSUPPORTED,
+                   "GPU 0 has compute capability %d.%d; this build has kernels for 8.x, 9.0 and 12.x", ma, mi);
+        return 0;
+    }
+    return 1;
+}
+
 #endif

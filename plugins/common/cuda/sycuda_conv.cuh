@@ -1,7 +1,8 @@
 /*
- * Element loads and stores for the CUDA kernels: F32, F16 and BF16 with
- * the same rounding as the CPU kernels (round to nearest even), so both
- * plugin sets store the same bits in a BF16/F16 KV cache.
+ * What the CUDA plugins' kernels share. Element loads and stores: F32, F16
+ * and BF16 with the same rounding as the CPU kernels (round to nearest
+ * even), so both plugin sets store the same bits in a BF16/F16 KV cache.
+ * Block reductions, and the launch size of elementwise grid-stride loops.
  */
 #ifndef SY_CUDA_CONV_CUH
 #define SY_CUDA_CONV_CUH
@@ -14,6 +15,18 @@
 #define SYC_F32 0
 #define SYC_F16 1
 #define SYC_BF16 2
+
+/* Threads per block of the elementwise grid-stride kernels. */
+#define SYC_EW_THREADS 256
+
+/* Grid size for n elements of a grid-stride loop, capped so huge tensors still launch. */
+static inline unsigned syc_ew_blocks(int64_t n)
+{
+    int64_t b = (n + SYC_EW_THREADS - 1) / SYC_EW_THREADS;
+    if (b < 1)
+        b = 1;
+    return (unsigned)(b > 65535 * 8 ? 65535 * 8 : b);
+}
 
 __device__ __forceinline__ float syc_load(const void *p, int dt, int64_t i)
 {

@@ -2,7 +2,8 @@
  * device/cuda: one NVIDIA GPU. Activations come from the device's default
  * memory pool (cudaMallocAsync with the release threshold raised, so freed
  * blocks are kept for the next step instead of going back to the driver);
- * weights are uploaded once in their own dtype (F32, F16, BF16) with plain
+ * weights are uploaded once in their own dtype (F32, F16, BF16; FP8 E4M3
+ * and NVFP4 with their scales, see device_cuda_quant.c) with plain
  * cudaMalloc. GEMMs go through cuBLAS, the glue ops through the kernels of
  * device_kern.cu. Everything is queued on the legacy default stream (see
  * sycuda.h); download and synchronize wait for it.
@@ -19,12 +20,14 @@
 #include <string.h>
 
 #include "device_cuda.h"
+#include "device_cuda_quant.h"
 
 static const sy_key_decl keys[] = {
     {"gpu", SY_KEY_INT, "0", "CUDA device index this instance computes on (one GPU per rank)", 0, 1023, NULL},
     {"linear", SY_KEY_ENUM, "split",
      "how a linear multiplies F32 activations with F16/BF16 weights: split = as a 16-bit hi + lo pair in one GEMM "
-     "(close to the CPU's F32 result); round = rounded once to the weight's type (half the GEMM work, ~3 digits)",
+     "(close to the CPU's F32 result); round = rounded once to the weight's type (half the GEMM work, ~3 digits). "
+     "FP8/NVFP4 weights beyond 8 rows: split = F32 tiles and GEMM, round = BF16 tiles and activations",
      1, 0, "split|round"},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
@@ -32,16 +35,8 @@ static const sy_key_decl keys[] = {
 static int probe(const sy_host *host, sy_err *why)
 {
     (void)host;
-    int ma = 0, mi = 0;
-    if (!syc_probe(0, why, &ma, &mi))
-        return 0;
-    if (!syc_cc_supported(ma, mi)) {
-        sy_err_set(why, SY_ERR_UNSUPPORTED,
-                   "GPU 0 has compute capability %d.%d; this build has kernels for 8.x, 9.0 and 12.x", ma, mi);
-        return 0;
-    }
     /* Above every CPU plugin's 10..13: a usable GPU wins `auto`. */
-    return 100;
+    return syc_probe_gpu0(why) ? 100 : 0;
 }
 
 int sy__cuda_enter(sy_cuda_dev *d, sy_err *err)
@@ -73,7 +68,7 @@ static void destroy(void *inst)
     if (!d)
         return;
     cudaSetDevice(d->gpu);
-    syc_buf *bufs[] = {&d->ids, &d->freq, &d->act16, &d->tmp};
+    syc_buf *bufs[] = {&d->ids, &d->freq, &d->act16, &d->tmp, &d->wdq};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]->p)
             cudaFreeAsync(bufs[i]->p, 0);
@@ -143,6 +138,15 @@ static int tensor_bytes(const sy_tensor *t, const char *op, size_t *bytes, sy_er
     return SY_OK;
 }
 
+static void set_row_major_strides(sy_tensor *t)
+{
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        t->stride[i] = s;
+        s *= t->shape[i];
+    }
+}
+
 static int dev_alloc(void *inst, sy_tensor *t, sy_err *err)
 {
     sy_cuda_dev *d = inst;
@@ -158,13 +162,8 @@ static int dev_alloc(void *inst, sy_tensor *t, sy_err *err)
     int dense = 1;
     for (int i = 0; i < t->ndim; i++)
         dense &= t->stride[i] == 0;
-    if (dense && t->ndim > 0) {
-        int64_t s = 1;
-        for (int i = t->ndim - 1; i >= 0; i--) {
-            t->stride[i] = s;
-            s *= t->shape[i];
-        }
-    }
+    if (dense && t->ndim > 0)
+        set_row_major_strides(t);
     t->data = p;
     t->device = 1 + d->gpu;
     return SY_OK;
@@ -220,8 +219,11 @@ static int dev_prepare_weight(void *inst, const char *name, const sy_tensor *hos
     const char *nm = name ? name : "?";
     if (!host || !host->data)
         return sy_err_set(err, SY_ERR_INVALID, "prepare_weight %s: no data", nm);
+    if (syc_wdtype_quant(host->dtype))
+        return sy__cuda_prepare_qweight(d, nm, host, out, err);
     if (!syc_wdtype_ok(host->dtype))
-        return sy_err_set(err, SY_ERR_UNSUPPORTED, "prepare_weight %s: dtype %s; device cuda reads F32, F16 and BF16",
+        return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                          "prepare_weight %s: dtype %s; device cuda reads F32, F16, BF16, F8_E4M3 and NVFP4 (F4_E2M1)",
                           nm, sy_dtype_name(host->dtype));
     int64_t r, c, ld;
     if (syc_view2d(host, &r, &c, &ld))
@@ -248,13 +250,8 @@ static int dev_prepare_weight(void *inst, const char *name, const sy_tensor *hos
     out->data = p;
     out->device = 1 + d->gpu;
     out->priv = NULL;
-    if (host->ndim >= 2) {
-        int64_t s = 1;
-        for (int i = host->ndim - 1; i >= 0; i--) {
-            out->stride[i] = s;
-            s *= host->shape[i];
-        }
-    }
+    if (host->ndim >= 2)
+        set_row_major_strides(out);
     return SY_OK;
 }
 
@@ -323,7 +320,7 @@ static const sy_plugin_desc desc = {
     .name = SY_CUDA_DEV_NAME,
     .version = PACKAGE_VERSION,
     .device = "cuda",
-    .description = "one NVIDIA GPU: cuBLAS GEMMs on F32/F16/BF16 weights kept in their dtype, fused glue kernels, "
+    .description = "one NVIDIA GPU: cuBLAS GEMMs on F32/F16/BF16 weights, FP8/NVFP4 weights kept packed, fused glue kernels, "
                    "stream-ordered memory pool",
     .keys = keys,
     .probe = probe,

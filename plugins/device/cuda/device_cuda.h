@@ -28,6 +28,7 @@ typedef struct sy_cuda_dev {
     syc_buf freq;       /* rope inv_freq */
     syc_buf act16;      /* linear: activations in the weight's 16-bit type */
     syc_buf tmp;        /* linear: the two halves' products */
+    syc_buf wdq;        /* linear on FP8/NVFP4 weights, n > 8: one tile of dequantised weight rows */
 } sy_cuda_dev;
 
 int sy__cuda_buf(sy_cuda_dev *d, syc_buf *b, size_t bytes, const char *what, sy_err *err);

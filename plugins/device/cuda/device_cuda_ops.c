@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "device_cuda.h"
+#include "device_cuda_quant.h"
 #include "device_kern.h"
 
 typedef struct rows_view {
@@ -174,6 +175,8 @@ int sy__cuda_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy
                     sy_err *err)
 {
     sy_cuda_dev *d = inst;
+    if (w && syc_wdtype_quant(w->dtype))
+        return sy__cuda_linear_q(d, x, w, bias, out, err);
     rows_view xv, ov;
     int64_t m, k, ldw;
     int rc;

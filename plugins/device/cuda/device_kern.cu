@@ -11,16 +11,6 @@
 #include "sycuda_conv.cuh"
 
 #define ROW_THREADS 256
-#define EW_THREADS 256
-
-/* Grid size for n elements of a grid-stride loop, capped so huge tensors still launch. */
-static unsigned ew_blocks(int64_t n)
-{
-    int64_t b = (n + EW_THREADS - 1) / EW_THREADS;
-    if (b < 1)
-        b = 1;
-    return (unsigned)(b > 65535 * 8 ? 65535 * 8 : b);
-}
 
 /* ------------------------------------------------------------------ embed */
 
@@ -134,13 +124,13 @@ extern "C" void sydk_silu_mul(const float *gate, int64_t ldg, const float *up, i
                               int64_t rows, int64_t cols)
 {
     if (rows * cols > 0)
-        k_ew<<<ew_blocks(rows * cols), EW_THREADS>>>((float *)gate, ldg, up, ldu, out, ldo, rows, cols, 0);
+        k_ew<<<syc_ew_blocks(rows * cols), SYC_EW_THREADS>>>((float *)gate, ldg, up, ldu, out, ldo, rows, cols, 0);
 }
 
 extern "C" void sydk_add(float *acc, int64_t lda, const float *x, int64_t ldx, int64_t rows, int64_t cols)
 {
     if (rows * cols > 0)
-        k_ew<<<ew_blocks(rows * cols), EW_THREADS>>>(acc, lda, x, ldx, NULL, 0, rows, cols, 1);
+        k_ew<<<syc_ew_blocks(rows * cols), SYC_EW_THREADS>>>(acc, lda, x, ldx, NULL, 0, rows, cols, 1);
 }
 
 /* ----------------------------------------------------------------- linear */
@@ -175,7 +165,7 @@ __global__ void k_split(const float *x, int64_t ldx, int64_t n, int64_t k, void 
 extern "C" void sydk_split(const float *x, int64_t ldx, int64_t n, int64_t k, void *dst, int dt)
 {
     if (n * k > 0)
-        k_split<<<ew_blocks(n * k), EW_THREADS>>>(x, ldx, n, k, dst, dt);
+        k_split<<<syc_ew_blocks(n * k), SYC_EW_THREADS>>>(x, ldx, n, k, dst, dt);
 }
 
 /* out[r] = tmp[r] + tmp[n + r] (+ bias); tmp [2n, m] contiguous. halves 0: out[r] += bias only. */
@@ -196,5 +186,5 @@ extern "C" void sydk_combine(const float *tmp, int64_t n, int64_t m, const void 
                              int64_t ldo, int halves)
 {
     if (n * m > 0)
-        k_combine<<<ew_blocks(n * m), EW_THREADS>>>(tmp, n, m, bias, bdt, out, ldo, halves);
+        k_combine<<<syc_ew_blocks(n * m), SYC_EW_THREADS>>>(tmp, n, m, bias, bdt, out, ldo, halves);
 }

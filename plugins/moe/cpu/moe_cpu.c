@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "moe_cpu.h"
 #include "sykquant.h"
@@ -43,6 +44,24 @@ static int probe(const sy_host *host, sy_err *why)
     return 10 + (int)syk_isa_best();
 }
 
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/*
+ * The installed tables; before `make install` (runs from the build tree)
+ * that directory does not exist and the source tree's etc/moe-tuning
+ * stands in, so build-tree runs find the shipped tables too. Not a config
+ * key in etc/switchyard-build.ini: [moe] there also feeds other moe
+ * plugins, which refuse keys they do not declare.
+ */
+static const char *default_tuning_dir(void)
+{
+    return !is_dir(SY_MOE_TUNING_DIR) && is_dir(SY_MOE_TUNING_SRCDIR) ? SY_MOE_TUNING_SRCDIR : SY_MOE_TUNING_DIR;
+}
+
 static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **inst, sy_err *err)
 {
     syk_isa isa;
@@ -65,7 +84,9 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
             sy_logf(host, SY_LOG_WARN, SY_MOE_CPU_NAME, "matmul = bf16 falls back to f32: %s", why);
     }
     const char *td = sy_kv_get(cfg, n_cfg, "tuning_dir"), *tile = sy_kv_get(cfg, n_cfg, "tile");
-    snprintf(m->tuning_dir, sizeof m->tuning_dir, "%s", td ? td : SY_MOE_TUNING_DIR);
+    if (!td || strcmp(td, SY_MOE_TUNING_DIR) == 0)
+        td = default_tuning_dir();
+    snprintf(m->tuning_dir, sizeof m->tuning_dir, "%s", td);
     m->builtin = tile && strcmp(tile, "builtin") == 0;
     if (tile && *tile && !m->builtin && (moe_tile_parse(tile, &m->forced) || m->forced.token_block < 1)) {
         free(m);
@@ -154,6 +175,8 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
         return rc;
     release(m);
     m->p = *p;
+    m->e_first = 0;
+    m->e_count = p->n_experts;
     m->layers = calloc((size_t)p->n_layers, sizeof *m->layers);
     const size_t C = (size_t)m->chunk_tokens, K = (size_t)p->top_k, A = C * K;
     const size_t E1 = (size_t)p->n_experts + 1, H = (size_t)p->hidden, F = (size_t)p->inter;
@@ -184,6 +207,7 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
         return rc;
     }
     sy_logf(m->host, SY_LOG_INFO, SY_MOE_CPU_NAME, "expert GEMM tiles: %s (%d buckets)", m->tune.source, m->tune.n);
+    m->logged_buckets = 0;
     m->prepared = 1;
     sy_logf(m->host, SY_LOG_INFO, SY_MOE_CPU_NAME, "%d experts top-%d, scratch for %zu tokens per pass (%.1f MiB), %s kernels%s",
             p->n_experts, p->top_k, C, (double)(sizeof(float) * A * (2 * H + 2 * F)) / 1048576.0,
@@ -222,12 +246,12 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
         return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer: layer %d outside [0, %d)", layer, m->p.n_layers);
     if (!gate || !up || !down)
         return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer: gate, up and down arrays are required");
-    const int32_t E = m->p.n_experts;
+    const int32_t E = m->p.n_experts, EL = m->e_count, e0 = m->e_first;
     int rc;
-    for (int32_t e = 0; e < E; e++)
-        if ((rc = check_expert(&gate[e], "gate", e, m->p.inter, m->p.hidden, err)) ||
-            (rc = check_expert(&up[e], "up", e, m->p.inter, m->p.hidden, err)) ||
-            (rc = check_expert(&down[e], "down", e, m->p.hidden, m->p.inter, err)))
+    for (int32_t e = 0; e < EL; e++)
+        if ((rc = check_expert(&gate[e], "gate", e0 + e, m->p.inter, m->p.hidden, err)) ||
+            (rc = check_expert(&up[e], "up", e0 + e, m->p.inter, m->p.hidden, err)) ||
+            (rc = check_expert(&down[e], "down", e0 + e, m->p.hidden, m->p.inter, err)))
             return rc;
     double *bias = NULL;
     if (score_bias) {
@@ -244,22 +268,42 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
             bias[e] = tmp[e];
     }
     /* One block for the three arrays of views. */
-    sy_tensor *views = malloc(sizeof(sy_tensor) * 3 * (size_t)E);
+    sy_tensor *views = malloc(sizeof(sy_tensor) * 3 * (size_t)EL);
     if (!views) {
         free(bias);
-        return sy_err_set(err, SY_ERR_NOMEM, "moe prepare_layer: cannot allocate %d expert views", 3 * E);
+        return sy_err_set(err, SY_ERR_NOMEM, "moe prepare_layer: cannot allocate %d expert views", 3 * EL);
     }
-    memcpy(views, gate, sizeof(sy_tensor) * (size_t)E);
-    memcpy(views + E, up, sizeof(sy_tensor) * (size_t)E);
-    memcpy(views + 2 * E, down, sizeof(sy_tensor) * (size_t)E);
+    memcpy(views, gate, sizeof(sy_tensor) * (size_t)EL);
+    memcpy(views + EL, up, sizeof(sy_tensor) * (size_t)EL);
+    memcpy(views + 2 * EL, down, sizeof(sy_tensor) * (size_t)EL);
     moe_layer *L = &m->layers[layer];
     free(L->gate);
     free(L->bias);
     L->gate = views;
-    L->up = views + E;
-    L->down = views + 2 * E;
+    L->up = views + EL;
+    L->down = views + 2 * EL;
     L->bias = bias;
     L->ready = 1;
+    return SY_OK;
+}
+
+/* Expert parallelism: routing stays global (moe_route.c on all n_experts), forward skips the others' experts. */
+static int set_expert_range(void *inst, int32_t first, int32_t count, sy_err *err)
+{
+    moe_cpu *m = inst;
+    if (!m->prepared)
+        return sy_err_set(err, SY_ERR_INVALID, "moe cpu: set_expert_range before prepare");
+    if (first < 0 || count < 1 || (int64_t)first + count > m->p.n_experts)
+        return sy_err_set(err, SY_ERR_INVALID, "moe set_expert_range: experts [%d, %lld) are not inside [0, %d)", first,
+                          (long long)first + count, m->p.n_experts);
+    for (int32_t l = 0; l < m->p.n_layers; l++)
+        if (m->layers[l].ready)
+            return sy_err_set(err, SY_ERR_INVALID,
+                              "moe set_expert_range: layer %d already has its experts; set the range before "
+                              "prepare_layer",
+                              l);
+    m->e_first = first;
+    m->e_count = count;
     return SY_OK;
 }
 
@@ -269,6 +313,7 @@ static const sy_moe_ops ops = {
     .prepare = prepare,
     .prepare_layer = prepare_layer,
     .forward = sy__moe_cpu_forward,
+    .set_expert_range = set_expert_range,
 };
 
 /*

@@ -14,7 +14,7 @@
 
 typedef struct moe_layer {
     int ready;
-    sy_tensor *gate, *up, *down; /* n_experts views each (the caller's mmap stays valid) */
+    sy_tensor *gate, *up, *down; /* e_count views each (the caller's mmap stays valid) */
     double *bias;                /* n_experts, or NULL: selection-only score bias */
 } moe_layer;
 
@@ -29,15 +29,19 @@ typedef struct moe_cpu {
     moe_tile forced; /* token_block 0: none forced */
     int builtin;     /* tile = builtin: no table, the built-in tiles */
     moe_tune tune;
+    uint64_t logged_buckets; /* bit b: bucket b's first pass was logged (debug); bit 63: the built-in tiles' */
 
     int prepared;
     sy_moe_problem p;
     moe_layer *layers;
+    /* Expert parallelism (set_expert_range): the experts held, [e_first, e_first + e_count); the
+     * layers' view arrays, counts, offsets and active use local indices (expert - e_first). */
+    int32_t e_first, e_count;
 
     /* Scratch for one pass of chunk_tokens tokens (A = chunk_tokens * top_k assignments). */
     int32_t *ids;        /* [chunk, top_k] selected experts, best first */
     float *wts;          /* [chunk, top_k] their weights */
-    int32_t *slot_of;    /* [chunk, top_k] -> assignment row */
+    int32_t *slot_of;    /* [chunk, top_k] -> assignment row; -1: an expert another rank holds */
     int32_t *assign_tok; /* [A] token of each assignment row, grouped by expert */
     int32_t *counts, *offsets, *active; /* [n_experts + 1] */
     float *xe;           /* [A, hidden] gathered inputs */

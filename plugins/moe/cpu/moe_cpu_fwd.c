@@ -6,6 +6,8 @@
  *   4. act = silu(x_e . gate_e^T) * (x_e . up_e^T)   parallel over (expert, inter columns)
  *   5. y = act . down_e^T                              parallel over (expert, hidden columns)
  *   6. out[t] = sum_k w[t,k] y[row of (t,k)], in selection order (parallel over tokens)
+ * With set_expert_range (expert parallelism) steps 2-6 take only the
+ * selected experts this instance holds; routing (1) still ranks all of them.
  * Steps 4-5 batch each expert's tokens, so an expert's weight tile is read
  * once per pass for all of them.
  */
@@ -147,16 +149,23 @@ static void combine_tokens(void *arg, int64_t b, int64_t e, int worker)
     const int64_t H = m->p.hidden, K = m->p.top_k;
     for (int64_t i = b; i < e; i++) {
         float *o = ps->out + (ps->t0 + i) * ps->ldo;
+        int first_term = 1;
         for (int64_t k = 0; k < K; k++) {
+            const int32_t slot = m->slot_of[i * K + k];
+            if (slot < 0) /* held by another rank, which adds it in the allreduce */
+                continue;
             const float w = m->wts[i * K + k];
-            const float *y = m->ye + (int64_t)m->slot_of[i * K + k] * H;
-            if (k == 0)
+            const float *y = m->ye + (int64_t)slot * H;
+            if (first_term)
                 for (int64_t d = 0; d < H; d++)
                     o[d] = w * y[d];
             else
                 for (int64_t d = 0; d < H; d++)
                     o[d] += w * y[d];
+            first_term = 0;
         }
+        if (first_term)
+            memset(o, 0, sizeof(float) * (size_t)H);
     }
 }
 
@@ -182,14 +191,18 @@ static void plan_columns(pass *ps, int64_t cols)
 static void run_pass(pass *ps)
 {
     moe_cpu *m = ps->m;
-    const int32_t E = m->p.n_experts, K = m->p.top_k;
+    /* Local expert indices (expert - e_first); all experts without expert parallelism. */
+    const int32_t E = m->e_count, e0 = m->e_first, K = m->p.top_k;
     const int64_t n = ps->n, A = n * K;
 
     syk_par_for(&ps->par, n, 4, route_tokens, ps);
 
     memset(m->counts, 0, sizeof(int32_t) * (size_t)E);
-    for (int64_t a = 0; a < A; a++)
-        m->counts[m->ids[a]]++;
+    for (int64_t a = 0; a < A; a++) {
+        const int32_t e = m->ids[a] - e0;
+        if (e >= 0 && e < E)
+            m->counts[e]++;
+    }
     m->offsets[0] = 0;
     ps->n_active = 0;
     for (int32_t e = 0; e < E; e++) {
@@ -201,13 +214,17 @@ static void run_pass(pass *ps)
     memset(m->counts, 0, sizeof(int32_t) * (size_t)E);
     for (int64_t i = 0; i < n; i++)
         for (int32_t k = 0; k < K; k++) {
-            const int32_t e = m->ids[i * K + k];
+            const int32_t e = m->ids[i * K + k] - e0;
+            if (e < 0 || e >= E) {
+                m->slot_of[i * K + k] = -1;
+                continue;
+            }
             const int32_t row = m->offsets[e] + m->counts[e]++;
             m->assign_tok[row] = (int32_t)i;
             m->slot_of[i * K + k] = row;
         }
 
-    syk_par_for(&ps->par, A, 64, gather_rows, ps);
+    syk_par_for(&ps->par, m->offsets[E], 64, gather_rows, ps);
     plan_columns(ps, m->p.inter);
     syk_par_for(&ps->par, (int64_t)ps->n_active * ps->cpe, item_grain(ps, (int64_t)ps->n_active * ps->cpe),
                 gate_up_items, ps);
@@ -264,6 +281,18 @@ int sy__moe_cpu_forward(void *inst, int32_t layer, const sy_tensor *x, const sy_
         ps.t0 = t0;
         ps.n = n - t0 < m->chunk_tokens ? n - t0 : m->chunk_tokens;
         ps.tile = moe_tune_pick(&m->tune, ps.n);
+        const int bucket = moe_tune_bucket(&m->tune, ps.n);
+        const uint64_t bit = (uint64_t)1 << (bucket >= 0 ? bucket : 63);
+        if (!(m->logged_buckets & bit)) { /* once per bucket: which entry its passes really run with */
+            m->logged_buckets |= bit;
+            if (bucket >= 0)
+                sy_logf(m->host, SY_LOG_DEBUG, SY_MOE_CPU_NAME,
+                        "pass of %lld tokens: bucket tokens=%lld, tile %lld,%lld,%lld (token_block,n_block,threads)",
+                        (long long)ps.n, (long long)m->tune.tokens[bucket], (long long)ps.tile.token_block,
+                        (long long)ps.tile.n_block, (long long)ps.tile.threads);
+            else
+                sy_logf(m->host, SY_LOG_DEBUG, SY_MOE_CPU_NAME, "pass of %lld tokens: built-in tiles", (long long)ps.n);
+        }
         run_pass(&ps);
     }
     return SY_OK;

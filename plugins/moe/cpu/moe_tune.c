@@ -211,9 +211,11 @@ int moe_tune_read(const char *path, int64_t E, int64_t N, int64_t K, sy_dtype dt
                     rc = sy_err_set(err, SY_ERR_INVALID, "%s:%d: %s = %s, but the model has %lld", path, ln, k, v,
                                     (long long)want);
                 seen_shape++;
-            } else if (strcmp(k, "device") != 0 && strcmp(k, "arch") != 0 && strcmp(k, "tool") != 0) {
+            } else if (strcmp(k, "device") != 0 && strcmp(k, "arch") != 0 && strcmp(k, "tool") != 0 &&
+                       strcmp(k, "matmul") != 0) {
                 rc = sy_err_set(err, SY_ERR_INVALID,
-                                "%s:%d: unknown key '%s' in [table] (expected experts, n, k, dtype, device, arch, tool)",
+                                "%s:%d: unknown key '%s' in [table] (expected experts, n, k, dtype, device, arch, tool, "
+                                "matmul)",
                                 path, ln, k);
             }
             continue;
@@ -317,12 +319,9 @@ int moe_tune_load(const char *dir, const char *arch, const char *sku, int64_t E,
     return SY_OK;
 }
 
-moe_tile moe_tune_pick(const moe_tune *t, int64_t n)
+int moe_tune_bucket(const moe_tune *t, int64_t n)
 {
-    moe_tile none = {0, 0, 0};
-    if (t->n == 0)
-        return none;
-    int best = 0;
+    int best = -1;
     double bd = INFINITY;
     for (int i = 0; i < t->n; i++) {
         const double d = fabs(log((double)n) - log((double)t->tokens[i]));
@@ -331,5 +330,12 @@ moe_tile moe_tune_pick(const moe_tune *t, int64_t n)
             best = i;
         }
     }
-    return t->tile[best];
+    return best;
+}
+
+moe_tile moe_tune_pick(const moe_tune *t, int64_t n)
+{
+    const moe_tile none = {0, 0, 0};
+    const int b = moe_tune_bucket(t, n);
+    return b < 0 ? none : t->tile[b];
 }

@@ -10,6 +10,7 @@
  * built-in tiles (with one warning naming the files looked for).
  *
  *   [table]
+ *   matmul = bf16      ; informational, as tool, device, arch: the [moe] matmul it was timed with
  *   experts = 8        ; must match the file name, as n, k and dtype
  *   n = 1024           ; expert intermediate size (gate/up rows)
  *   k = 768            ; hidden size
@@ -81,6 +82,8 @@ int moe_tune_load(const char *dir, const char *arch, const char *sku, int64_t E,
 /* Reads one table file (the shape is checked against its [table] section). */
 int moe_tune_read(const char *path, int64_t E, int64_t N, int64_t K, sy_dtype dt, const moe_limits *l, moe_tune *t,
                   sy_err *err);
+/* The bucket a pass of n tokens takes (index into tokens/tile), or -1 when the table is empty. */
+int moe_tune_bucket(const moe_tune *t, int64_t n);
 /* The tile for a pass of n tokens (the built-in one when the table is empty). */
 moe_tile moe_tune_pick(const moe_tune *t, int64_t n);
 /* Parses "token_block,n_block,threads" (the `tile` key); 0 or -1. */

@@ -62,15 +62,7 @@ static const sy_key_decl keys[] = {
 static int probe(const sy_host *host, sy_err *why)
 {
     (void)host;
-    int ma = 0, mi = 0;
-    if (!syc_probe(0, why, &ma, &mi))
-        return 0;
-    if (!syc_cc_supported(ma, mi)) {
-        sy_err_set(why, SY_ERR_UNSUPPORTED,
-                   "GPU 0 has compute capability %d.%d; this build has kernels for 8.x, 9.0 and 12.x", ma, mi);
-        return 0;
-    }
-    return 50; /* the portable variant: an arch-specific one should score higher */
+    return syc_probe_gpu0(why) ? 50 : 0; /* the portable variant: an arch-specific one should score higher */
 }
 
 static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **inst, sy_err *err)
@@ -87,15 +79,20 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     return SY_OK;
 }
 
+/* cudaFree(NULL) is a no-op, so a partly uploaded layer frees the same way. */
+static void layer_free(moe_cuda_layer *L)
+{
+    cudaFree(L->gate);
+    cudaFree(L->up);
+    cudaFree(L->down);
+    free(L->bias);
+}
+
 static void release(moe_cuda *m)
 {
     if (m->layers) {
-        for (int32_t l = 0; l < m->p.n_layers; l++) {
-            cudaFree(m->layers[l].gate);
-            cudaFree(m->layers[l].up);
-            cudaFree(m->layers[l].down);
-            free(m->layers[l].bias);
-        }
+        for (int32_t l = 0; l < m->p.n_layers; l++)
+            layer_free(&m->layers[l]);
         free(m->layers);
         m->layers = NULL;
     }
@@ -245,18 +242,11 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
     if ((rc = upload_experts(&m->p, gate, "gate", m->p.inter, m->p.hidden, &L.gate, err)) ||
         (rc = upload_experts(&m->p, up, "up", m->p.inter, m->p.hidden, &L.up, err)) ||
         (rc = upload_experts(&m->p, down, "down", m->p.hidden, m->p.inter, &L.down, err))) {
-        cudaFree(L.gate);
-        cudaFree(L.up);
-        cudaFree(L.down);
-        free(bias);
+        layer_free(&L);
         return rc;
     }
-    moe_cuda_layer *old = &m->layers[layer];
-    cudaFree(old->gate);
-    cudaFree(old->up);
-    cudaFree(old->down);
-    free(old->bias);
-    *old = L;
+    layer_free(&m->layers[layer]);
+    m->layers[layer] = L;
     return SY_OK;
 }
 

@@ -16,15 +16,6 @@
 #include "sycuda_conv.cuh"
 
 #define GEMM_THREADS 256
-#define EW_THREADS 256
-
-static unsigned ew_blocks(int64_t n)
-{
-    int64_t b = (n + EW_THREADS - 1) / EW_THREADS;
-    if (b < 1)
-        b = 1;
-    return (unsigned)(b > 65535 * 8 ? 65535 * 8 : b);
-}
 
 __global__ void k_gather(const float *x, int64_t ldx, const int32_t *tok, int64_t A, int64_t hidden, float *xe)
 {
@@ -106,7 +97,7 @@ __global__ void k_silu_mul(float *g, const float *u, int64_t n)
 extern "C" void symk_silu_mul(float *g, const float *u, int64_t n)
 {
     if (n > 0)
-        k_silu_mul<<<ew_blocks(n), EW_THREADS>>>(g, u, n);
+        k_silu_mul<<<syc_ew_blocks(n), SYC_EW_THREADS>>>(g, u, n);
 }
 
 __global__ void k_combine(const float *ye, int64_t hidden, const int32_t *slot, const float *wts, int64_t T, int top_k,
