@@ -189,7 +189,25 @@ static void release_weights(sy_engine *e)
         e->dev->release_weight(di, &e->final_norm);
 }
 
-static int setup_attention(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
+/*
+ * Bytes of one cached K or V element: `[attention] kv_dtype`, the key every
+ * shipped attention plugin declares (docs/plugin-guide.md), else F32, which
+ * any other choice fits into. Counting 4 bytes for a BF16 cache held half
+ * the tokens the operator paid for.
+ */
+static unsigned kv_elem_bytes(const sy_config *cfg)
+{
+    const char *v = sy_config_get(cfg, "attention", "kv_dtype");
+    if (!v)
+        return 4;
+    if (!strcmp(v, "bf16") || !strcmp(v, "f16"))
+        return 2;
+    if (!strcmp(v, "fp8") || !strcmp(v, "f8_e4m3"))
+        return 1;
+    return 4;
+}
+
+static int setup_attention(sy_engine *e, const sy_config *cfg, const sy_kv *sk, size_t nsk, sy_err *err)
 {
     const sy_model_config *c = e->mc;
     if (c->mla) /* the core keeps the latent cache itself (forward_mla.c) */
@@ -208,10 +226,9 @@ static int setup_attention(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *er
 
     unsigned long long cache_bytes = 0;
     sy_parse_size(kv_str(sk, nsk, "kv_cache_size"), &cache_bytes);
-    /* Sized at F32 so any kv_dtype the plugin picks fits in the budget. */
     const unsigned long long per_block =
         2ull * (unsigned long long)c->n_layers * (unsigned long long)p->block_size * (unsigned long long)p->n_kv_heads *
-        (unsigned long long)c->head_dim * 4ull;
+        (unsigned long long)c->head_dim * kv_elem_bytes(cfg);
     unsigned long long n_blocks = cache_bytes / per_block;
     /* No point in more blocks than every running sequence at full length needs. */
     const unsigned long long useful = (unsigned long long)e->max_seqs * (unsigned long long)e->max_blocks_per_seq;
@@ -403,7 +420,7 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
     if ((rc = open_plugin(e, cfg, "attention", SY_KIND_ATTN, "auto", device_name, &e->attn, err)))
         goto fail;
     e->att = e->attn->ops;
-    if ((rc = setup_attention(e, sk, nsk, err)))
+    if ((rc = setup_attention(e, cfg, sk, nsk, err)))
         goto fail;
     if (e->mc->n_experts > 0 && (rc = setup_moe(e, cfg, err)))
         goto fail;

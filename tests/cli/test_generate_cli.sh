@@ -58,5 +58,16 @@ expect_err "missing config" 1 "$tmp/none.ini" "$sy" generate -c "$tmp/none.ini" 
 if "$sy" plugins -c "$cfg" >"$tmp/out" 2>&1 && grep -E '^device +cpu ' "$tmp/out" >/dev/null &&
     grep -E '^attn +cpu-ref ' "$tmp/out" >/dev/null; then ok "plugins lists device cpu and attn cpu-ref"; else bad "plugins: $(cat "$tmp/out")"; fi
 
+# kv_cache_size is bytes of cache in the configured kv_dtype: BF16 holds twice the tokens of F32
+# (it used to be counted at 4 bytes an element whatever the dtype, wasting half the budget).
+blocks() { # kv_dtype -> the KV pool's block count
+    "$sy" generate -c "$cfg" --model "$SY_SHARED_DIR/models/stories260k" --prompt-ids 1,2 -n 2 \
+        --set attention.kv_dtype="$1" --set scheduler.kv_cache_size=2M 2>&1 | sed -n 's/.*KV pool \([0-9]*\) blocks.*/\1/p'
+}
+b32=$(blocks f32)
+b16=$(blocks bf16)
+if [ -n "$b32" ] && [ -n "$b16" ] && [ "$b16" -eq $((2 * b32)) ]; then ok "kv_cache_size 2M: $b32 F32 blocks, $b16 BF16"; else
+    bad "kv_cache_size 2M: F32 [$b32] blocks, BF16 [$b16] (expected twice as many)"; fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
