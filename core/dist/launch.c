@@ -275,10 +275,13 @@ int sy_dist_start(sy_dist *d, const sy_dist_opts *o, sy_config *cfg, const char 
     const char *plugin = sy_config_get(cfg, "comm", "plugin");
     if (!plugin || !*plugin || !strcmp(plugin, "auto") || !strcmp(plugin, "local")) {
         /* local (the shipped config's choice for one process) is a group of one; the forked ranks of one node
-         * join over shm. */
-        if (plugin && !strcmp(plugin, "local"))
-            sy_info("--tp %d: [comm] plugin = local is a group of one; the ranks use comm shm", o->tp);
-        if (sy_config_set(cfg, "comm.plugin=shm", err))
+         * join over shm, or over nccl when they run on GPUs (shm is a CPU plugin; cuda-p2p is faster on
+         * NVLink but refuses on many PCIe hosts, so it is used only when named). */
+        const char *dev = sy_config_get(cfg, "device", "plugin");
+        const char *pick = dev && !strcmp(dev, "cuda") ? "nccl" : "shm";
+        sy_info("--tp %d: [comm] plugin = %s; the ranks use comm %s", o->tp, plugin && *plugin ? plugin : "auto",
+                pick);
+        if (sy_config_set(cfg, !strcmp(pick, "nccl") ? "comm.plugin=nccl" : "comm.plugin=shm", err))
             return SY_ERR_INVALID;
     } else if (!strcmp(plugin, "mpi")) {
         return sy_err_set(err, SY_ERR_INVALID,
