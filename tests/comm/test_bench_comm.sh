@@ -26,7 +26,8 @@ else bad "bench-comm local: $(cat "$tmp/err" "$tmp/local")"; fi
 for n in 2 3; do
     # Generous: 3 spinning ranks on a loaded 2-core machine crawl, and only
     # correctness is asserted here.
-    if timeout 300 "$sy" bench-comm --plugin shm --ranks $n --plugin-dir "$dir" --max-bytes 256K \
+    # (--timeout bounds each collective: 30 s by default, which 3 spinning ranks once overran there).
+    if timeout 300 "$sy" bench-comm --plugin shm --ranks $n --timeout 120 --plugin-dir "$dir" --max-bytes 256K \
         --set comm.slot_size=16K --set comm.crossover=4K >"$tmp/shm$n" 2>"$tmp/err" &&
         rows_ok "$tmp/shm$n" 16 && grep -q ' oneshot$' "$tmp/shm$n" && grep -q ' twoshot$' "$tmp/shm$n" &&
         grep -q "$n ranks" "$tmp/shm$n"; then
