@@ -1,6 +1,7 @@
 #!/bin/sh
 # The GPU run: needs one NVIDIA GPU (compute capability 8.x, 9.0 or 12.x),
-# the CUDA toolkit and the build dependencies; about 5-8 minutes on an H200.
+# the CUDA toolkit and the build dependencies; on an H200 about a minute
+# after the build (which takes a few minutes with nvcc for three targets).
 #
 #   1. builds switchyard with the CUDA plugins (configure --with-cuda) in
 #      $SY_GPU_BUILD (default /tmp/sy-gpu-build)
