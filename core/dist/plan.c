@@ -1,6 +1,8 @@
 #include "config.h"
 
 #include "dist/plan.h"
+#include "dist/sockio.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -143,64 +145,6 @@ void sy_plan_free(sy_plan *p)
 
 /* ------------------------------------------------------------ transport */
 
-static int send_all(int fd, const void *buf, size_t n)
-{
-    const char *b = buf;
-    while (n) {
-        ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Reads n bytes; 1 at end of file, -1 on error or timeout (errno ETIMEDOUT). */
-static int recv_all(int fd, void *buf, size_t n, double timeout_s)
-{
-    char *b = buf;
-    const double until = timeout_s > 0 ? now_s() + timeout_s : 0;
-    while (n) {
-        int ms = -1;
-        if (timeout_s > 0) {
-            const double left = until - now_s();
-            if (left <= 0) {
-                errno = ETIMEDOUT;
-                return -1;
-            }
-            ms = (int)(left * 1000) + 1;
-        }
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int r = poll(&pfd, 1, ms);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            continue; /* the deadline check above reports it */
-        ssize_t k = recv(fd, b, n, 0);
-        if (k < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (k < 0)
-            return -1;
-        if (k == 0)
-            return 1;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 int sy_plan_send(sy_plan_chan *c, sy_plan *p, sy_err *err)
 {
     p->hdr.seq = ++c->seq;
@@ -211,8 +155,8 @@ int sy_plan_send(sy_plan_chan *c, sy_plan *p, sy_err *err)
         return rc;
     }
     for (int r = 1; r < c->world; r++)
-        if (send_all(c->fds[r], &p->hdr, sizeof p->hdr) ||
-            (p->hdr.payload_bytes && send_all(c->fds[r], p->payload, (size_t)p->hdr.payload_bytes)))
+        if (sy_sock_send_full(c->fds[r], &p->hdr, sizeof p->hdr) ||
+            (p->hdr.payload_bytes && sy_sock_send_full(c->fds[r], p->payload, (size_t)p->hdr.payload_bytes)))
             return sy_err_set(err, SY_ERR_UNAVAILABLE,
                               "tensor parallel: rank %d is gone (sending it step plan %llu failed: %s)", r,
                               (unsigned long long)p->hdr.seq, strerror(errno));
@@ -230,11 +174,13 @@ int sy_plan_recv(sy_plan_chan *c, sy_plan *p, sy_err *err)
             (rc = c->com->broadcast(c->comm_inst, p->payload, (size_t)p->hdr.payload_bytes, 0, err)))
             return rc;
     } else {
-        int r = recv_all(c->fds[0], &p->hdr, sizeof p->hdr, c->timeout_s);
+        /* One deadline for the whole plan: a rank 0 that stalls mid-plan counts as stuck too. */
+        const double deadline = c->timeout_s > 0 ? sy_now() + c->timeout_s : 0;
+        int r = sy_sock_recv_full(c->fds[0], &p->hdr, sizeof p->hdr, deadline);
         if (r == 0 && (rc = sy_plan_reserve(p, err)))
             return rc;
         if (r == 0 && p->hdr.payload_bytes)
-            r = recv_all(c->fds[0], p->payload, (size_t)p->hdr.payload_bytes, c->timeout_s);
+            r = sy_sock_recv_full(c->fds[0], p->payload, (size_t)p->hdr.payload_bytes, deadline);
         if (r > 0)
             return sy_err_set(err, SY_ERR_UNAVAILABLE,
                               "tensor parallel: rank 0 closed the step-plan channel (it exited or was killed); "

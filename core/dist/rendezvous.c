@@ -1,6 +1,8 @@
 #include "config.h"
 
 #include "dist/rendezvous.h"
+#include "dist/sockio.h"
+#include "util/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -34,12 +36,6 @@ typedef struct rdv_reply {
     char text[504];
 } rdv_reply;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -114,49 +110,11 @@ static int split(const char *addr, char *host, size_t hcap, char *port, size_t p
     return 0;
 }
 
+/* poll()'s timeout until deadline, in ms (0 once it has passed). */
 static int ms_left(double deadline)
 {
-    const double left = deadline - now_s();
+    const double left = deadline - sy_now();
     return left <= 0 ? 0 : (int)(left * 1000) + 1;
-}
-
-static int recv_full(int fd, void *buf, size_t n, double deadline)
-{
-    char *b = buf;
-    while (n) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int r = poll(&p, 1, ms_left(deadline));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            if (r == 0)
-                errno = ETIMEDOUT;
-            return -1;
-        }
-        ssize_t k = recv(fd, b, n, 0);
-        if (k < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (k <= 0)
-            return k == 0 ? 1 : -1;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static int send_full(int fd, const void *buf, size_t n)
-{
-    const char *b = buf;
-    while (n) {
-        ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
 }
 
 /* A listener on host:port (port "0": one the kernel picks); its port in *bound. */
@@ -214,7 +172,7 @@ static int connect_retry(const char *host, const char *port, double deadline, in
         } else {
             *last_errno = EHOSTUNREACH;
         }
-        if (now_s() >= deadline)
+        if (sy_now() >= deadline)
             return -1;
         struct timespec nap = {0, 100 * 1000 * 1000};
         nanosleep(&nap, NULL);
@@ -279,7 +237,7 @@ static void answer(int fd, int status, int world, const char *text)
 {
     rdv_reply rep = {.status = status, .world = world};
     snprintf(rep.text, sizeof rep.text, "%s", text);
-    send_full(fd, &rep, sizeof rep);
+    sy_sock_send_full(fd, &rep, sizeof rep);
 }
 
 static int run_node0(const sy_rdv_self *s, sy_rdv_result *r, const char *host, const char *port, sy_err *err)
@@ -289,7 +247,7 @@ static int run_node0(const sy_rdv_self *s, sy_rdv_result *r, const char *host, c
     int lfd = listen_on(host, port, &bound, err, "--dist-addr");
     if (lfd < 0)
         return lfd;
-    const double deadline = now_s() + s->timeout_s;
+    const double deadline = sy_now() + s->timeout_s;
     int expected = world - s->tp, rc = SY_OK;
     char why[1024];
     while (expected > 0) {
@@ -320,7 +278,7 @@ static int run_node0(const sy_rdv_self *s, sy_rdv_result *r, const char *host, c
         char from[64];
         peer_name(fd, from, sizeof from);
         /* Something that is not a switchyard node (a port scan, a health check): drop it and keep waiting. */
-        if (recv_full(fd, &h, sizeof h, now_s() + 5 < deadline ? now_s() + 5 : deadline) != 0 ||
+        if (sy_sock_recv_full(fd, &h, sizeof h, sy_now() + 5 < deadline ? sy_now() + 5 : deadline) != 0 ||
             h.magic != RDV_MAGIC || h.version != RDV_VERSION) {
             close(fd);
             continue;
@@ -376,7 +334,7 @@ static int run_node0(const sy_rdv_self *s, sy_rdv_result *r, const char *host, c
 
 static int run_node(const sy_rdv_self *s, sy_rdv_result *r, const char *host, const char *port, sy_err *err)
 {
-    const double deadline = now_s() + s->timeout_s;
+    const double deadline = sy_now() + s->timeout_s;
     for (int l = 0; l < s->tp; l++) {
         int last = 0;
         int fd = connect_retry(host, port, deadline, &last);
@@ -392,7 +350,7 @@ static int run_node(const sy_rdv_self *s, sy_rdv_result *r, const char *host, co
         snprintf(h.comm, sizeof h.comm, "%s", s->comm);
         snprintf(h.model, sizeof h.model, "%s", s->model ? s->model : "(none)");
         r->fds[l] = fd;
-        if (send_full(fd, &h, sizeof h)) {
+        if (sy_sock_send_full(fd, &h, sizeof h)) {
             close_all(r->fds, s->tp);
             return sy_err_set(err, SY_ERR_UNAVAILABLE, "--node-rank %d: node 0 at %s closed the connection: %s",
                               s->node_rank, s->addr, strerror(errno));
@@ -400,10 +358,10 @@ static int run_node(const sy_rdv_self *s, sy_rdv_result *r, const char *host, co
     }
     /* Node 0 answers once every node is in, which takes up to its own timeout; it always answers before that
      * ends, so waiting twice as long only matters when it is gone. */
-    const double answer_by = now_s() + 2 * s->timeout_s + 1;
+    const double answer_by = sy_now() + 2 * s->timeout_s + 1;
     for (int l = 0; l < s->tp; l++) {
         rdv_reply rep;
-        int k = recv_full(r->fds[l], &rep, sizeof rep, answer_by);
+        int k = sy_sock_recv_full(r->fds[l], &rep, sizeof rep, answer_by);
         rep.text[sizeof rep.text - 1] = 0;
         int rc = SY_OK;
         if (k != 0)
