@@ -22,6 +22,7 @@
 #include <mpi.h>
 
 #include "switchyard/plugin.h"
+#include "sycomm_args.h"
 
 typedef struct comm_mpi {
     int rank, world;
@@ -120,17 +121,6 @@ static int need_ready(const comm_mpi *c, const char *op, sy_err *err)
     return SY_OK;
 }
 
-static int contiguous(const sy_tensor *t)
-{
-    int64_t s = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] > 1 && t->stride[i] != s)
-            return 0;
-        s *= t->shape[i];
-    }
-    return 1;
-}
-
 /* MPI counts are int: larger messages go in pieces of at most 1 GiB. */
 #define MPI_PIECE ((size_t)1 << 30)
 
@@ -140,12 +130,8 @@ static int allreduce_sum(void *inst, sy_tensor *t, sy_err *err)
     int rc = need_ready(c, "allreduce_sum", err);
     if (rc)
         return rc;
-    if (!t)
-        return sy_err_set(err, SY_ERR_INVALID, "allreduce_sum: tensor is NULL");
-    if (t->dtype != SY_DTYPE_F32)
-        return sy_err_set(err, SY_ERR_INVALID, "allreduce_sum: tensor must be F32, found %s", sy_dtype_name(t->dtype));
-    if (t->ndim < 0 || t->ndim > SY_MAX_DIMS || !contiguous(t))
-        return sy_err_set(err, SY_ERR_INVALID, "allreduce_sum: tensor must be contiguous");
+    if ((rc = syc_check_allreduce(t, err)))
+        return rc;
     const size_t n = (size_t)sy_tensor_numel(t);
     if (n && (t->device != 0 || !t->data))
         return sy_err_set(err, SY_ERR_INVALID, "allreduce_sum: comm mpi needs host memory");
@@ -168,17 +154,8 @@ static int allgather(void *inst, const sy_tensor *in, sy_tensor *out, sy_err *er
     int rc = need_ready(c, "allgather", err);
     if (rc)
         return rc;
-    if (!in || !out)
-        return sy_err_set(err, SY_ERR_INVALID, "allgather: %s is NULL", in ? "out" : "in");
-    if (in->dtype != out->dtype)
-        return sy_err_set(err, SY_ERR_INVALID, "allgather: in is %s but out is %s", sy_dtype_name(in->dtype),
-                          sy_dtype_name(out->dtype));
-    if (in->ndim < 1 || in->ndim > SY_MAX_DIMS || out->ndim != in->ndim || out->shape[0] != in->shape[0] * c->world ||
-        (in->ndim > 1 && memcmp(in->shape + 1, out->shape + 1, sizeof(int64_t) * (size_t)(in->ndim - 1)) != 0))
-        return sy_err_set(err, SY_ERR_INVALID, "allgather: out must be in's shape with dim 0 times %d ranks",
-                          c->world);
-    if (!contiguous(in) || !contiguous(out))
-        return sy_err_set(err, SY_ERR_INVALID, "allgather: in and out must be contiguous");
+    if ((rc = syc_check_allgather(in, out, c->world, err)))
+        return rc;
     const size_t bytes = sy_tensor_nbytes(in);
     if (bytes > (size_t)INT_MAX)
         return sy_err_set(err, SY_ERR_UNSUPPORTED, "allgather: %zu bytes per rank, comm mpi takes at most %d",
@@ -193,8 +170,8 @@ static int broadcast(void *inst, void *buf, size_t bytes, int root, sy_err *err)
     int rc = need_ready(c, "broadcast", err);
     if (rc)
         return rc;
-    if (root < 0 || root >= c->world)
-        return sy_err_set(err, SY_ERR_INVALID, "broadcast: root %d is not in 0..%d", root, c->world - 1);
+    if ((rc = syc_check_broadcast(buf, bytes, root, c->world, err)))
+        return rc;
     unsigned char *p = buf;
     for (size_t off = 0; off < bytes || off == 0; off += MPI_PIECE) {
         const size_t m = bytes - off < MPI_PIECE ? bytes - off : MPI_PIECE;

@@ -20,6 +20,7 @@
 #include "config.h"
 
 #include "shm_seg.h"
+#include "sycomm_args.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -138,17 +139,6 @@ static int need_ready(const comm_shm *c, const char *op, sy_err *err)
     return SY_OK;
 }
 
-static int contiguous(const sy_tensor *t)
-{
-    int64_t s = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] > 1 && t->stride[i] != s)
-            return 0;
-        s *= t->shape[i];
-    }
-    return 1;
-}
-
 static uint64_t desc(int op, unsigned aux, uint64_t bytes)
 {
     return ((uint64_t)op << 56) | ((uint64_t)(aux & 0xff) << 48) | (bytes & ((1ull << 48) - 1));
@@ -197,13 +187,8 @@ static int allreduce_sum(void *inst, sy_tensor *t, sy_err *err)
     int rc = need_ready(c, "allreduce_sum", err);
     if (rc)
         return rc;
-    if (!t)
-        return sy_err_set(err, SY_ERR_INVALID, "allreduce_sum: tensor is NULL");
-    if (t->dtype != SY_DTYPE_F32)
-        return sy_err_set(err, SY_ERR_INVALID, "allreduce_sum: tensor must be F32, found %s", sy_dtype_name(t->dtype));
-    if (t->ndim < 0 || t->ndim > SY_MAX_DIMS || !contiguous(t))
-        return sy_err_set(err, SY_ERR_INVALID, "allreduce_sum: tensor must be contiguous with 0..%d dims",
-                          SY_MAX_DIMS);
+    if ((rc = syc_check_allreduce(t, err)))
+        return rc;
     const size_t n = (size_t)sy_tensor_numel(t);
     if (n && (t->device != 0 || !t->data))
         return sy_err_set(err, SY_ERR_INVALID, "allreduce_sum: comm shm needs host memory (device %d, data %p)",
@@ -246,21 +231,9 @@ static int allgather(void *inst, const sy_tensor *in, sy_tensor *out, sy_err *er
     int rc = need_ready(c, "allgather", err);
     if (rc)
         return rc;
-    if (!in || !out)
-        return sy_err_set(err, SY_ERR_INVALID, "allgather: %s is NULL", in ? "out" : "in");
-    if (in->dtype != out->dtype)
-        return sy_err_set(err, SY_ERR_INVALID, "allgather: in is %s but out is %s", sy_dtype_name(in->dtype),
-                          sy_dtype_name(out->dtype));
     shm_seg *s = &c->seg;
-    if (in->ndim < 1 || in->ndim > SY_MAX_DIMS || out->ndim != in->ndim || out->shape[0] != in->shape[0] * s->world ||
-        (in->ndim > 1 && memcmp(in->shape + 1, out->shape + 1, sizeof(int64_t) * (size_t)(in->ndim - 1)) != 0))
-        return sy_err_set(err, SY_ERR_INVALID,
-                          "allgather: out must be in's shape with dim 0 times %d ranks (in %lld elements in %d dims, "
-                          "out %lld elements in %d dims)",
-                          s->world, (long long)sy_tensor_numel(in), in->ndim, (long long)sy_tensor_numel(out),
-                          out->ndim);
-    if (!contiguous(in) || !contiguous(out))
-        return sy_err_set(err, SY_ERR_INVALID, "allgather: in and out must be contiguous");
+    if ((rc = syc_check_allgather(in, out, s->world, err)))
+        return rc;
     const size_t bytes = sy_tensor_nbytes(in);
     if (bytes && (in->device != 0 || out->device != 0 || !in->data || !out->data))
         return sy_err_set(err, SY_ERR_INVALID, "allgather: comm shm needs host memory with data");
@@ -289,10 +262,8 @@ static int broadcast(void *inst, void *buf, size_t bytes, int root, sy_err *err)
     if (rc)
         return rc;
     shm_seg *s = &c->seg;
-    if (root < 0 || root >= s->world)
-        return sy_err_set(err, SY_ERR_INVALID, "broadcast: root %d is not in 0..%d", root, s->world - 1);
-    if (bytes && !buf)
-        return sy_err_set(err, SY_ERR_INVALID, "broadcast: buf is NULL");
+    if ((rc = syc_check_broadcast(buf, bytes, root, s->world, err)))
+        return rc;
     const uint64_t d = desc(OP_BROADCAST, (unsigned)root, bytes);
     if (bytes == 0)
         return shm_seg_barrier(s, d, 1, "broadcast", err);

@@ -13,6 +13,7 @@
  */
 #include "config.h"
 
+#include "sycomm_args.h"
 #include "tcp_mesh.h"
 
 #include <stdlib.h>
@@ -115,17 +116,6 @@ static int need_ready(const comm_tcp *c, const char *op, sy_err *err)
     return SY_OK;
 }
 
-static int contiguous(const sy_tensor *t)
-{
-    int64_t s = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] > 1 && t->stride[i] != s)
-            return 0;
-        s *= t->shape[i];
-    }
-    return 1;
-}
-
 static int reserve(comm_tcp *c, size_t floats, sy_err *err)
 {
     if (floats <= c->scratch_cap)
@@ -154,13 +144,8 @@ static int allreduce_sum(void *inst, sy_tensor *t, sy_err *err)
     int rc = need_ready(c, "allreduce_sum", err);
     if (rc)
         return rc;
-    if (!t)
-        return sy_err_set(err, SY_ERR_INVALID, "allreduce_sum: tensor is NULL");
-    if (t->dtype != SY_DTYPE_F32)
-        return sy_err_set(err, SY_ERR_INVALID, "allreduce_sum: tensor must be F32, found %s", sy_dtype_name(t->dtype));
-    if (t->ndim < 0 || t->ndim > SY_MAX_DIMS || !contiguous(t))
-        return sy_err_set(err, SY_ERR_INVALID, "allreduce_sum: tensor must be contiguous with 0..%d dims",
-                          SY_MAX_DIMS);
+    if ((rc = syc_check_allreduce(t, err)))
+        return rc;
     const size_t n = (size_t)sy_tensor_numel(t);
     if (n && (t->device != 0 || !t->data))
         return sy_err_set(err, SY_ERR_INVALID, "allreduce_sum: comm tcp needs host memory (device %d, data %p)",
@@ -224,21 +209,9 @@ static int allgather(void *inst, const sy_tensor *in, sy_tensor *out, sy_err *er
     int rc = need_ready(c, "allgather", err);
     if (rc)
         return rc;
-    if (!in || !out)
-        return sy_err_set(err, SY_ERR_INVALID, "allgather: %s is NULL", in ? "out" : "in");
-    if (in->dtype != out->dtype)
-        return sy_err_set(err, SY_ERR_INVALID, "allgather: in is %s but out is %s", sy_dtype_name(in->dtype),
-                          sy_dtype_name(out->dtype));
     tcp_mesh *m = &c->mesh;
-    if (in->ndim < 1 || in->ndim > SY_MAX_DIMS || out->ndim != in->ndim || out->shape[0] != in->shape[0] * m->world ||
-        (in->ndim > 1 && memcmp(in->shape + 1, out->shape + 1, sizeof(int64_t) * (size_t)(in->ndim - 1)) != 0))
-        return sy_err_set(err, SY_ERR_INVALID,
-                          "allgather: out must be in's shape with dim 0 times %d ranks (in %lld elements in %d dims, "
-                          "out %lld elements in %d dims)",
-                          m->world, (long long)sy_tensor_numel(in), in->ndim, (long long)sy_tensor_numel(out),
-                          out->ndim);
-    if (!contiguous(in) || !contiguous(out))
-        return sy_err_set(err, SY_ERR_INVALID, "allgather: in and out must be contiguous");
+    if ((rc = syc_check_allgather(in, out, m->world, err)))
+        return rc;
     const size_t bytes = sy_tensor_nbytes(in);
     if (bytes && (in->device != 0 || out->device != 0 || !in->data || !out->data))
         return sy_err_set(err, SY_ERR_INVALID, "allgather: comm tcp needs host memory with data");
@@ -259,10 +232,8 @@ static int broadcast(void *inst, void *buf, size_t bytes, int root, sy_err *err)
     if (rc)
         return rc;
     tcp_mesh *m = &c->mesh;
-    if (root < 0 || root >= m->world)
-        return sy_err_set(err, SY_ERR_INVALID, "broadcast: root %d is not in 0..%d", root, m->world - 1);
-    if (bytes && !buf)
-        return sy_err_set(err, SY_ERR_INVALID, "broadcast: buf is NULL");
+    if ((rc = syc_check_broadcast(buf, bytes, root, m->world, err)))
+        return rc;
     if (m->world == 1)
         return SY_OK;
     tcp_xfer xf[TCP_MAX_RANKS];
