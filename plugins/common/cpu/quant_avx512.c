@@ -91,6 +91,32 @@ INL void qslice(const syk_qcall *c, const float *x, float *out, int64_t j0, int6
         for (int j = 0; j < mr; j++)
             cacc[i][j] = _mm512_setzero_ps();
     int64_t kk = 0, bc = kabs / b1;
+    if (dt != FP8 && b1 == 16 && kabs % 16 == 0) {
+        /* NVFP4 has a scale per 16 elements: converting each one alone (and broadcasting it) cost as much as
+         * the products. Here 16 blocks' FP8 scales become one vector, the way deq16 turns FP8 into F32, and
+         * each block takes its lane: the same value, the same products in the same order. */
+        const __m512 k256 = _mm512_set1_ps(256.0f), gs = _mm512_set1_ps(w->global_scale);
+        for (; kk + 256 <= k; kk += 256, bc += 16) {
+            __m512 sv[QMR];
+#pragma GCC unroll 8
+            for (int j = 0; j < mr; j++)
+                sv[j] = _mm512_mul_ps(_mm512_mul_ps(deq16((const uint8_t *)w->scale + srow[j], bc, FP8), k256), gs);
+            for (int b = 0; b < 16; b++) {
+                const __m512i lane = _mm512_set1_epi32(b);
+                __m512 wv[QMR];
+#pragma GCC unroll 8
+                for (int j = 0; j < mr; j++)
+                    wv[j] = _mm512_mul_ps(deq16(wr[j], kabs + kk + 16 * b, dt), _mm512_permutexvar_ps(lane, sv[j]));
+#pragma GCC unroll 4
+                for (int i = 0; i < nr; i++) {
+                    const __m512 xv = _mm512_loadu_ps(x + i * c->ldx + kk + 16 * b);
+#pragma GCC unroll 8
+                    for (int j = 0; j < mr; j++)
+                        cacc[i][j] = _mm512_fmadd_ps(xv, wv[j], cacc[i][j]);
+                }
+            }
+        }
+    }
     while (kk < k) {
         int64_t bend = (bc + 1) * b1 - kabs;
         if (bend > k)
