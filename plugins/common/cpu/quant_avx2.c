@@ -108,6 +108,34 @@ INL void qslice(const syk_qcall *c, const float *x, float *out, int64_t j0, int6
         for (int j = 0; j < mr; j++)
             cacc[i][j] = _mm256_setzero_ps();
     int64_t kk = 0, bc = kabs / b1;
+    if (dt != FP8 && b1 == 16 && kabs % 16 == 0) {
+        /* NVFP4: 8 blocks' FP8 scales are decoded as one vector (as deq8 decodes FP8 weights) and each block
+         * broadcasts its own, instead of a scalar conversion per block and row: the same values, products and
+         * order. */
+        const __m256 k256 = _mm256_set1_ps(256.0f), gs = _mm256_set1_ps(w->global_scale);
+        for (; kk + 128 <= k; kk += 128, bc += 8) {
+            float sv[QMR][8]; /* in L1: 16 registers cannot hold them beside the accumulators */
+#pragma GCC unroll 8
+            for (int j = 0; j < mr; j++)
+                _mm256_storeu_ps(sv[j],
+                                 _mm256_mul_ps(_mm256_mul_ps(deq8((const uint8_t *)w->scale + srow[j], bc, FP8), k256), gs));
+            for (int b = 0; b < 8; b++) {
+                for (int h = 0; h < 16; h += 8) {
+                    __m256 wv[QMR];
+#pragma GCC unroll 8
+                    for (int j = 0; j < mr; j++)
+                        wv[j] = _mm256_mul_ps(deq8(wr[j], kabs + kk + 16 * b + h, dt), _mm256_broadcast_ss(&sv[j][b]));
+#pragma GCC unroll 4
+                    for (int i = 0; i < nr; i++) {
+                        const __m256 xv = _mm256_loadu_ps(x + i * c->ldx + kk + 16 * b + h);
+#pragma GCC unroll 8
+                        for (int j = 0; j < mr; j++)
+                            cacc[i][j] = _mm256_fmadd_ps(xv, wv[j], cacc[i][j]);
+                    }
+                }
+            }
+        }
+    }
     while (kk < k) {
         int64_t bend = (bc + 1) * b1 - kabs;
         if (bend > k)
