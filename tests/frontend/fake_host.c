@@ -102,6 +102,12 @@ static int fh_submit(void *ctx, const sy_request *req, uint64_t *id, sy_err *err
         return sy_err_set(err, SY_ERR_INVALID, "fake: the prompt is empty");
     if (contains(req->prompt_ids, req->n_prompt, "busy"))
         return sy_err_set(err, SY_ERR_UNAVAILABLE, "fake: waiting queue full");
+    if (contains(req->prompt_ids, req->n_prompt, "closing")) { /* the drain began after ready() said yes */
+        pthread_mutex_lock(&fh->mu);
+        fh->ready = 0;
+        pthread_mutex_unlock(&fh->mu);
+        return sy_err_set(err, SY_ERR_UNAVAILABLE, "fake: the server is not accepting requests (shutting down)");
+    }
     if (contains(req->prompt_ids, req->n_prompt, "invalid"))
         return sy_err_set(err, SY_ERR_INVALID, "fake: the prompt says invalid");
     fake_req *r = calloc(1, sizeof *r);

@@ -6,7 +6,9 @@
  * Tokens: tokenize gives one id per byte (plus 1 as BOS with
  * add_special); generation step k emits prompt[k % n_prompt] with the text
  * "t<id> ". Prompt words change the behaviour: "busy" (submit answers
- * SY_ERR_UNAVAILABLE), "invalid" (SY_ERR_INVALID), "slow" (30 ms per
+ * SY_ERR_UNAVAILABLE), "closing" (the server stops being ready, then submit
+ * answers SY_ERR_UNAVAILABLE: a drain that began after ready() said yes),
+ * "invalid" (SY_ERR_INVALID), "slow" (30 ms per
  * token), "fail" (an ERROR event after two tokens), "think" with
  * req.reasoning (a reasoning event first), "manual" (not stepped by the
  * engine thread until a "hold" request arrives), "hold" (fh_submit, on the

@@ -247,7 +247,7 @@ static void expect_error(int port, const char *path, const char *headers, const 
         CHECK_CONTAINS(body_of(&r), needle);
 }
 
-static void test_errors(int port)
+static void test_errors(int port, fake_host *fh)
 {
     const char *cc = "/v1/chat/completions", *c = "/v1/completions";
     expect_error(port, cc, NULL, "{\"messages\": [", 400, "line 1, column");
@@ -271,6 +271,15 @@ static void test_errors(int port)
     resp r;
     req(port, "POST", c, NULL, "{\"prompt\":\"busy\"}", &r);
     CHECK_CONTAINS(r.buf, "Retry-After: 1\r\n");
+    /* Refused because a drain began between the ready check and submit: 503, not the queue-full 429 (a SIGTERM
+     * under load once answered one request 429). */
+    req(port, "POST", c, NULL, "{\"prompt\":\"closing\"}", &r);
+    CHECK(r.status == 503);
+    CHECK_CONTAINS(body_of(&r), "\"code\":\"not_ready\"");
+    CHECK_CONTAINS(r.buf, "Retry-After: 5\r\n");
+    pthread_mutex_lock(&fh->mu);
+    fh->ready = 1;
+    pthread_mutex_unlock(&fh->mu);
     req(port, "GET", "/nowhere", NULL, NULL, &r);
     CHECK(r.status == 404);
     CHECK_CONTAINS(body_of(&r), "\"code\":\"not_found\"");
@@ -658,7 +667,7 @@ int main(int argc, char **argv)
     test_basic(port, &fh);
     test_completions(port);
     test_chat(port);
-    test_errors(port);
+    test_errors(port, &fh);
     test_h1_framing(port);
     test_disconnect(port, &fh);
     test_h2_streams(port, &fh);

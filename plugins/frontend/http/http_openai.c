@@ -408,7 +408,12 @@ static int submit_all(oai_req *r, http_job *job)
         }
         http_job_cancel_all(job);
         http_stream *st = r->st;
-        if (rc == SY_ERR_UNAVAILABLE) {
+        if (rc == SY_ERR_UNAVAILABLE && s->api->ready && !s->api->ready(s->host->ctx)) {
+            /* The drain (or a reload) began after the check in http_openai_handle: as that check answers. */
+            st->retry_after = 5;
+            http_respond_error(st, 503, "server_error", NULL, "not_ready",
+                               "the server is not ready (the model is loading, or the server is shutting down)");
+        } else if (rc == SY_ERR_UNAVAILABLE) {
             st->retry_after = 1;
             http_respond_error(st, 429, "rate_limit_error", NULL, "queue_full",
                                "the server is busy (waiting queue full); retry later%s%s", err.msg[0] ? ": " : "",
