@@ -22,6 +22,6 @@ plugins_common_cpu_libsykern_la_SOURCES = \
 	plugins/common/cpu/quant_portable.c \
 	plugins/common/cpu/quant_avx2.c \
 	plugins/common/cpu/quant_avx512.c
-plugins_common_cpu_libsykern_la_CPPFLAGS = $(AM_CPPFLAGS)
+plugins_common_cpu_libsykern_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/dev
 plugins_common_cpu_libsykern_la_CFLAGS = $(SY_PLUGIN_CFLAGS)
 EXTRA_DIST += plugins/common/cpu/README.md

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "sydev_args.h"
 #include "sykern.h"
 
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -50,32 +51,7 @@ void syk_free(const sy_host *host, void *p)
 
 int syk_view2d(const sy_tensor *t, int64_t *rows, int64_t *cols, int64_t *ld)
 {
-    if (!t || t->ndim < 1 || t->ndim > SY_MAX_DIMS)
-        return -1;
-    const int nd = t->ndim;
-    if (t->shape[nd - 1] > 1 && t->stride[nd - 1] != 1)
-        return -1;
-    int64_t r = 1;
-    for (int i = 0; i < nd - 1; i++) {
-        if (t->shape[i] < 0)
-            return -1;
-        r *= t->shape[i];
-    }
-    *cols = t->shape[nd - 1];
-    *rows = r;
-    if (nd == 1) {
-        *ld = *cols;
-        return *cols < 0 ? -1 : 0;
-    }
-    /* Row stride from the innermost outer dim; the dims above must be dense over it. */
-    int64_t s = t->stride[nd - 2];
-    for (int i = nd - 3; i >= 0; i--)
-        if (t->shape[i] > 1 && t->stride[i] != t->stride[i + 1] * t->shape[i + 1])
-            return -1;
-    if (r > 1 && s < *cols)
-        return -1;
-    *ld = r > 1 ? s : (s > *cols ? s : *cols);
-    return 0;
+    return sydev_view2d(t, rows, cols, ld);
 }
 
 void syk_par_for(const syk_par *par, int64_t n, int64_t grain, sy_range_fn fn, void *arg)

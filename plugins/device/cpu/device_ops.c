@@ -10,67 +10,8 @@
 #include <stdio.h>
 
 #include "device_cpu.h"
+#include "sydev_args.h"
 #include "sykquant.h"
-
-/* A tensor seen as rows of F32 (activations). */
-typedef struct rows_view {
-    float *p;
-    int64_t rows, cols, ld;
-} rows_view;
-
-static int f32_rows(const sy_tensor *t, const char *op, const char *what, rows_view *v, sy_err *err)
-{
-    if (!t)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s is NULL", op, what);
-    if (t->dtype != SY_DTYPE_F32)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must be F32, found %s", op, what, sy_dtype_name(t->dtype));
-    if (syk_view2d(t, &v->rows, &v->cols, &v->ld))
-        return sy_err_set(err, SY_ERR_INVALID,
-                          "%s: %s must be rows of contiguous elements (last stride 1), found ndim %d, last stride %lld",
-                          op, what, t->ndim, t->ndim > 0 ? (long long)t->stride[t->ndim - 1] : 0LL);
-    if (!t->data && v->rows * v->cols > 0)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s has no data", op, what);
-    v->p = t->data;
-    return SY_OK;
-}
-
-/* A weight-like operand: F32/F16/BF16 rows. */
-static int w_rows(const sy_tensor *t, const char *op, const char *what, int64_t *rows, int64_t *cols, int64_t *ld,
-                  sy_err *err)
-{
-    if (!t)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s is NULL", op, what);
-    if (!syk_wdtype_ok(t->dtype))
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must be F32, F16 or BF16, found %s", op, what,
-                          sy_dtype_name(t->dtype));
-    if (syk_view2d(t, rows, cols, ld))
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must be rows of contiguous elements (last stride 1)", op, what);
-    if (!t->data && *rows * *cols > 0)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s has no data", op, what);
-    return SY_OK;
-}
-
-/* A 1-D parameter vector of d elements (norm weight, bias). */
-static int vec_param(const sy_tensor *t, int64_t d, const char *op, const char *what, sy_err *err)
-{
-    int64_t r, c, ld;
-    int rc = w_rows(t, op, what, &r, &c, &ld, err);
-    if (rc)
-        return rc;
-    if (r != 1 || c != d)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must hold [%lld] elements, found [%lld x %lld]", op, what,
-                          (long long)d, (long long)r, (long long)c);
-    return SY_OK;
-}
-
-static int same_shape(const rows_view *a, const rows_view *b, const char *op, const char *an, const char *bn,
-                      sy_err *err)
-{
-    if (a->rows != b->rows || a->cols != b->cols)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s is [%lld, %lld] but %s is [%lld, %lld]; expected the same shape",
-                          op, bn, (long long)b->rows, (long long)b->cols, an, (long long)a->rows, (long long)a->cols);
-    return SY_OK;
-}
 
 /* Rows per chunk so each worker's piece is worth waking it for (~16k elements). */
 static int64_t row_grain(int64_t cols)
@@ -85,7 +26,7 @@ typedef struct embed_job {
     size_t row_bytes;
     sy_dtype dt;
     const int32_t *ids;
-    rows_view out;
+    sydev_rows out;
 } embed_job;
 
 static void embed_rows(void *arg, int64_t b, int64_t e, int worker)
@@ -100,9 +41,9 @@ int sy__cpu_embed(void *inst, const sy_tensor *table, const int32_t *ids, int64_
 {
     sy_cpu_dev *d = inst;
     int64_t vocab, h, ld;
-    rows_view o;
+    sydev_rows o;
     int rc;
-    if ((rc = w_rows(table, "embed", "table", &vocab, &h, &ld, err)) || (rc = f32_rows(out, "embed", "out", &o, err)))
+    if ((rc = sydev_w_rows(table, "embed", "table", &vocab, &h, &ld, err)) || (rc = sydev_f32_rows(out, "embed", "out", &o, err)))
         return rc;
     if (n < 0 || o.rows != n || o.cols != h)
         return sy_err_set(err, SY_ERR_INVALID, "embed: out must be [n, hidden] = [%lld, %lld], found [%lld, %lld]",
@@ -121,7 +62,7 @@ int sy__cpu_embed(void *inst, const sy_tensor *table, const int32_t *ids, int64_
 /* --------------------------------------------------------------- rmsnorm */
 
 typedef struct norm_job {
-    rows_view res, x, out;
+    sydev_rows res, x, out;
     const void *w;
     sy_dtype wdt;
     float eps;
@@ -143,22 +84,15 @@ static void norm_rows(void *arg, int64_t b, int64_t e, int worker)
     }
 }
 
-static int check_eps(float eps, const char *op, sy_err *err)
-{
-    if (!(eps >= 0.0f) || isinf(eps))
-        return sy_err_set(err, SY_ERR_INVALID, "%s: eps must be finite and >= 0, found %g", op, (double)eps);
-    return SY_OK;
-}
-
 int sy__cpu_rmsnorm(void *inst, const sy_tensor *x, const sy_tensor *w, float eps, sy_tensor *out, sy_err *err)
 {
     sy_cpu_dev *d = inst;
     norm_job j;
     memset(&j, 0, sizeof j);
     int rc;
-    if ((rc = f32_rows(x, "rmsnorm", "x", &j.x, err)) || (rc = f32_rows(out, "rmsnorm", "out", &j.out, err)) ||
-        (rc = same_shape(&j.x, &j.out, "rmsnorm", "x", "out", err)) ||
-        (rc = vec_param(w, j.x.cols, "rmsnorm", "w", err)) || (rc = check_eps(eps, "rmsnorm", err)))
+    if ((rc = sydev_f32_rows(x, "rmsnorm", "x", &j.x, err)) || (rc = sydev_f32_rows(out, "rmsnorm", "out", &j.out, err)) ||
+        (rc = sydev_same_shape(&j.x, &j.out, "rmsnorm", "x", "out", err)) ||
+        (rc = sydev_vec_param(w, j.x.cols, "rmsnorm", "w", err)) || (rc = sydev_check_eps(eps, "rmsnorm", err)))
         return rc;
     j.w = w->data;
     j.wdt = w->dtype;
@@ -174,11 +108,11 @@ int sy__cpu_add_rmsnorm(void *inst, sy_tensor *residual, const sy_tensor *x, con
     norm_job j;
     memset(&j, 0, sizeof j);
     int rc;
-    if ((rc = f32_rows(residual, "add_rmsnorm", "residual", &j.res, err)) ||
-        (rc = f32_rows(x, "add_rmsnorm", "x", &j.x, err)) || (rc = f32_rows(out, "add_rmsnorm", "out", &j.out, err)) ||
-        (rc = same_shape(&j.res, &j.x, "add_rmsnorm", "residual", "x", err)) ||
-        (rc = same_shape(&j.res, &j.out, "add_rmsnorm", "residual", "out", err)) ||
-        (rc = vec_param(w, j.x.cols, "add_rmsnorm", "w", err)) || (rc = check_eps(eps, "add_rmsnorm", err)))
+    if ((rc = sydev_f32_rows(residual, "add_rmsnorm", "residual", &j.res, err)) ||
+        (rc = sydev_f32_rows(x, "add_rmsnorm", "x", &j.x, err)) || (rc = sydev_f32_rows(out, "add_rmsnorm", "out", &j.out, err)) ||
+        (rc = sydev_same_shape(&j.res, &j.x, "add_rmsnorm", "residual", "x", err)) ||
+        (rc = sydev_same_shape(&j.res, &j.out, "add_rmsnorm", "residual", "out", err)) ||
+        (rc = sydev_vec_param(w, j.x.cols, "add_rmsnorm", "w", err)) || (rc = sydev_check_eps(eps, "add_rmsnorm", err)))
         return rc;
     j.w = w->data;
     j.wdt = w->dtype;
@@ -200,7 +134,7 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn)
 static int linear_setup(const sy_tensor *x, const sy_tensor *w, const sy_tensor *bias, sy_tensor *out, const char *op,
                         syk_gemm *g, sy_err *err)
 {
-    rows_view xv, ov;
+    sydev_rows xv, ov;
     int64_t m, k, ldw;
     int rc;
     char why[160];
@@ -209,10 +143,10 @@ static int linear_setup(const sy_tensor *x, const sy_tensor *w, const sy_tensor 
             return sy_err_set(err, SY_ERR_INVALID, "%s: w: %s", op, why);
         m = w->shape[0];
         k = ldw = w->shape[1];
-        if ((rc = f32_rows(x, op, "x", &xv, err)) || (rc = f32_rows(out, op, "out", &ov, err)))
+        if ((rc = sydev_f32_rows(x, op, "x", &xv, err)) || (rc = sydev_f32_rows(out, op, "out", &ov, err)))
             return rc;
-    } else if ((rc = f32_rows(x, op, "x", &xv, err)) || (rc = w_rows(w, op, "w", &m, &k, &ldw, err)) ||
-               (rc = f32_rows(out, op, "out", &ov, err)))
+    } else if ((rc = sydev_f32_rows(x, op, "x", &xv, err)) || (rc = sydev_w_rows(w, op, "w", &m, &k, &ldw, err)) ||
+               (rc = sydev_f32_rows(out, op, "out", &ov, err)))
         return rc;
     if (xv.cols != k)
         return sy_err_set(err, SY_ERR_INVALID, "%s: x is [%lld, %lld] but w is [%lld, %lld]; expected x [n, %lld]", op,
@@ -220,7 +154,7 @@ static int linear_setup(const sy_tensor *x, const sy_tensor *w, const sy_tensor 
     if (ov.rows != xv.rows || ov.cols != m)
         return sy_err_set(err, SY_ERR_INVALID, "%s: out must be [n, m] = [%lld, %lld], found [%lld, %lld]", op,
                           (long long)xv.rows, (long long)m, (long long)ov.rows, (long long)ov.cols);
-    if (bias && (rc = vec_param(bias, m, op, "bias", err)))
+    if (bias && (rc = sydev_vec_param(bias, m, op, "bias", err)))
         return rc;
     memset(g, 0, sizeof *g);
     if (xv.rows == 0 || m == 0)
@@ -336,7 +270,7 @@ int sy__cpu_linear_multi(void *inst, const sy_tensor *x, int32_t n, const sy_ten
 #define ROPE_MAX_DIM 1024
 
 typedef struct rope_job {
-    rows_view x;
+    sydev_rows x;
     const int32_t *pos;
     const sy_rope_params *p;
     int64_t heads;
@@ -364,7 +298,7 @@ int sy__cpu_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_par
 {
     sy_cpu_dev *d = inst;
     rope_job j;
-    int rc = f32_rows(x, "rope", "x", &j.x, err);
+    int rc = sydev_f32_rows(x, "rope", "x", &j.x, err);
     if (rc)
         return rc;
     if (!p || p->struct_size < offsetof(sy_rope_params, mscale) + sizeof p->mscale)
@@ -391,7 +325,7 @@ int sy__cpu_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_par
 /* ------------------------------------------------------ silu_mul and add */
 
 typedef struct ew_job {
-    rows_view a, b, out;
+    sydev_rows a, b, out;
     int op; /* 0: out = silu(a) * b; 1: a += b */
     const syk_kernels *kern;
 } ew_job;
@@ -415,10 +349,10 @@ int sy__cpu_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up, sy_
     ew_job j;
     memset(&j, 0, sizeof j);
     int rc;
-    if ((rc = f32_rows(gate, "silu_mul", "gate", &j.a, err)) || (rc = f32_rows(up, "silu_mul", "up", &j.b, err)) ||
-        (rc = f32_rows(out, "silu_mul", "out", &j.out, err)) ||
-        (rc = same_shape(&j.a, &j.b, "silu_mul", "gate", "up", err)) ||
-        (rc = same_shape(&j.a, &j.out, "silu_mul", "gate", "out", err)))
+    if ((rc = sydev_f32_rows(gate, "silu_mul", "gate", &j.a, err)) || (rc = sydev_f32_rows(up, "silu_mul", "up", &j.b, err)) ||
+        (rc = sydev_f32_rows(out, "silu_mul", "out", &j.out, err)) ||
+        (rc = sydev_same_shape(&j.a, &j.b, "silu_mul", "gate", "up", err)) ||
+        (rc = sydev_same_shape(&j.a, &j.out, "silu_mul", "gate", "out", err)))
         return rc;
     j.op = 0;
     j.kern = d->kern;
@@ -432,8 +366,8 @@ int sy__cpu_add(void *inst, sy_tensor *acc, const sy_tensor *x, sy_err *err)
     ew_job j;
     memset(&j, 0, sizeof j);
     int rc;
-    if ((rc = f32_rows(acc, "add", "acc", &j.a, err)) || (rc = f32_rows(x, "add", "x", &j.b, err)) ||
-        (rc = same_shape(&j.a, &j.b, "add", "acc", "x", err)))
+    if ((rc = sydev_f32_rows(acc, "add", "acc", &j.a, err)) || (rc = sydev_f32_rows(x, "add", "x", &j.b, err)) ||
+        (rc = sydev_same_shape(&j.a, &j.b, "add", "acc", "x", err)))
         return rc;
     j.op = 1;
     syk_par_for(&d->par, j.a.rows, row_grain(j.a.cols), ew_rows, &j);

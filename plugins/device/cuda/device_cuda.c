@@ -221,12 +221,12 @@ static int dev_prepare_weight(void *inst, const char *name, const sy_tensor *hos
         return sy_err_set(err, SY_ERR_INVALID, "prepare_weight %s: no data", nm);
     if (syc_wdtype_quant(host->dtype))
         return sy__cuda_prepare_qweight(d, nm, host, out, err);
-    if (!syc_wdtype_ok(host->dtype))
+    if (!sydev_wdtype_ok(host->dtype))
         return sy_err_set(err, SY_ERR_UNSUPPORTED,
                           "prepare_weight %s: dtype %s; device cuda reads F32, F16, BF16, F8_E4M3 and NVFP4 (F4_E2M1)",
                           nm, sy_dtype_name(host->dtype));
     int64_t r, c, ld;
-    if (syc_view2d(host, &r, &c, &ld))
+    if (sydev_view2d(host, &r, &c, &ld))
         return sy_err_set(err, SY_ERR_INVALID,
                           "prepare_weight %s: expected rows of contiguous elements (stride 1 in the last dim)", nm);
     int rc = sy__cuda_enter(d, err);

@@ -10,6 +10,7 @@
 
 #include "switchyard/plugin.h"
 #include "sycuda.h"
+#include "sydev_args.h"
 
 #define SY_CUDA_DEV_NAME "cuda"
 
@@ -34,41 +35,6 @@ typedef struct sy_cuda_dev {
 int sy__cuda_buf(sy_cuda_dev *d, syc_buf *b, size_t bytes, const char *what, sy_err *err);
 /* Makes the instance's GPU current on the calling thread (the engine may call from another thread than create). */
 int sy__cuda_enter(sy_cuda_dev *d, sy_err *err);
-
-/* Rows of contiguous elements: rows = product of the outer dims, ld = the row stride. 0 on success. */
-static inline int syc_view2d(const sy_tensor *t, int64_t *rows, int64_t *cols, int64_t *ld)
-{
-    if (!t || t->ndim < 1 || t->ndim > SY_MAX_DIMS)
-        return -1;
-    const int nd = t->ndim;
-    if (t->shape[nd - 1] > 1 && t->stride[nd - 1] != 1)
-        return -1;
-    int64_t r = 1;
-    for (int i = 0; i < nd - 1; i++) {
-        if (t->shape[i] < 0)
-            return -1;
-        r *= t->shape[i];
-    }
-    *cols = t->shape[nd - 1];
-    *rows = r;
-    if (nd == 1 || r <= 1) {
-        *ld = *cols;
-        return *cols < 0 ? -1 : 0;
-    }
-    const int64_t s = t->stride[nd - 2];
-    for (int i = nd - 3; i >= 0; i--)
-        if (t->shape[i] > 1 && t->stride[i] != t->stride[i + 1] * t->shape[i + 1])
-            return -1;
-    if (s < *cols)
-        return -1;
-    *ld = s;
-    return 0;
-}
-
-static inline int syc_wdtype_ok(sy_dtype dt)
-{
-    return dt == SY_DTYPE_F32 || dt == SY_DTYPE_F16 || dt == SY_DTYPE_BF16;
-}
 
 int sy__cuda_embed(void *inst, const sy_tensor *table, const int32_t *ids, int64_t n, sy_tensor *out, sy_err *err);
 int sy__cuda_rmsnorm(void *inst, const sy_tensor *x, const sy_tensor *w, float eps, sy_tensor *out, sy_err *err);

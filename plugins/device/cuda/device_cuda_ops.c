@@ -12,71 +12,8 @@
 
 #include "device_cuda.h"
 #include "device_cuda_quant.h"
+#include "sydev_args.h"
 #include "device_kern.h"
-
-typedef struct rows_view {
-    float *p;
-    int64_t rows, cols, ld;
-} rows_view;
-
-static int f32_rows(const sy_tensor *t, const char *op, const char *what, rows_view *v, sy_err *err)
-{
-    if (!t)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s is NULL", op, what);
-    if (t->dtype != SY_DTYPE_F32)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must be F32, found %s", op, what, sy_dtype_name(t->dtype));
-    if (syc_view2d(t, &v->rows, &v->cols, &v->ld))
-        return sy_err_set(err, SY_ERR_INVALID,
-                          "%s: %s must be rows of contiguous elements (last stride 1), found ndim %d, last stride %lld",
-                          op, what, t->ndim, t->ndim > 0 ? (long long)t->stride[t->ndim - 1] : 0LL);
-    if (!t->data && v->rows * v->cols > 0)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s has no data", op, what);
-    v->p = t->data;
-    return SY_OK;
-}
-
-static int w_rows(const sy_tensor *t, const char *op, const char *what, int64_t *rows, int64_t *cols, int64_t *ld,
-                  sy_err *err)
-{
-    if (!t)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s is NULL", op, what);
-    if (!syc_wdtype_ok(t->dtype))
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must be F32, F16 or BF16, found %s", op, what,
-                          sy_dtype_name(t->dtype));
-    if (syc_view2d(t, rows, cols, ld))
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must be rows of contiguous elements (last stride 1)", op, what);
-    if (!t->data && *rows * *cols > 0)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s has no data", op, what);
-    return SY_OK;
-}
-
-static int vec_param(const sy_tensor *t, int64_t d, const char *op, const char *what, sy_err *err)
-{
-    int64_t r, c, ld;
-    int rc = w_rows(t, op, what, &r, &c, &ld, err);
-    if (rc)
-        return rc;
-    if (r != 1 || c != d)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s must hold [%lld] elements, found [%lld x %lld]", op, what,
-                          (long long)d, (long long)r, (long long)c);
-    return SY_OK;
-}
-
-static int same_shape(const rows_view *a, const rows_view *b, const char *op, const char *an, const char *bn,
-                      sy_err *err)
-{
-    if (a->rows != b->rows || a->cols != b->cols)
-        return sy_err_set(err, SY_ERR_INVALID, "%s: %s is [%lld, %lld] but %s is [%lld, %lld]; expected the same shape",
-                          op, bn, (long long)b->rows, (long long)b->cols, an, (long long)a->rows, (long long)a->cols);
-    return SY_OK;
-}
-
-static int check_eps(float eps, const char *op, sy_err *err)
-{
-    if (!(eps >= 0.0f) || isinf(eps))
-        return sy_err_set(err, SY_ERR_INVALID, "%s: eps must be finite and >= 0, found %g", op, (double)eps);
-    return SY_OK;
-}
 
 /* Copies n host int32 values into d->ids (stream-ordered after earlier users of the buffer). */
 static int upload_i32(sy_cuda_dev *d, const int32_t *src, int64_t n, const char *op, sy_err *err)
@@ -94,9 +31,9 @@ int sy__cuda_embed(void *inst, const sy_tensor *table, const int32_t *ids, int64
 {
     sy_cuda_dev *d = inst;
     int64_t vocab, h, ld;
-    rows_view o;
+    sydev_rows o;
     int rc;
-    if ((rc = w_rows(table, "embed", "table", &vocab, &h, &ld, err)) || (rc = f32_rows(out, "embed", "out", &o, err)))
+    if ((rc = sydev_w_rows(table, "embed", "table", &vocab, &h, &ld, err)) || (rc = sydev_f32_rows(out, "embed", "out", &o, err)))
         return rc;
     if (n < 0 || o.rows != n || o.cols != h)
         return sy_err_set(err, SY_ERR_INVALID, "embed: out must be [n, hidden] = [%lld, %lld], found [%lld, %lld]",
@@ -120,11 +57,11 @@ int sy__cuda_embed(void *inst, const sy_tensor *table, const int32_t *ids, int64
 int sy__cuda_rmsnorm(void *inst, const sy_tensor *x, const sy_tensor *w, float eps, sy_tensor *out, sy_err *err)
 {
     sy_cuda_dev *d = inst;
-    rows_view xv, ov;
+    sydev_rows xv, ov;
     int rc;
-    if ((rc = f32_rows(x, "rmsnorm", "x", &xv, err)) || (rc = f32_rows(out, "rmsnorm", "out", &ov, err)) ||
-        (rc = same_shape(&xv, &ov, "rmsnorm", "x", "out", err)) || (rc = vec_param(w, xv.cols, "rmsnorm", "w", err)) ||
-        (rc = check_eps(eps, "rmsnorm", err)) || (rc = sy__cuda_enter(d, err)))
+    if ((rc = sydev_f32_rows(x, "rmsnorm", "x", &xv, err)) || (rc = sydev_f32_rows(out, "rmsnorm", "out", &ov, err)) ||
+        (rc = sydev_same_shape(&xv, &ov, "rmsnorm", "x", "out", err)) || (rc = sydev_vec_param(w, xv.cols, "rmsnorm", "w", err)) ||
+        (rc = sydev_check_eps(eps, "rmsnorm", err)) || (rc = sy__cuda_enter(d, err)))
         return rc;
     sydk_rmsnorm(NULL, 0, xv.p, xv.ld, w->data, (int)w->dtype, eps, ov.p, ov.ld, xv.rows, xv.cols, 0);
     return syc_launched(err, "rmsnorm");
@@ -134,13 +71,13 @@ int sy__cuda_add_rmsnorm(void *inst, sy_tensor *residual, const sy_tensor *x, co
                          sy_tensor *out, sy_err *err)
 {
     sy_cuda_dev *d = inst;
-    rows_view rv, xv, ov;
+    sydev_rows rv, xv, ov;
     int rc;
-    if ((rc = f32_rows(residual, "add_rmsnorm", "residual", &rv, err)) ||
-        (rc = f32_rows(x, "add_rmsnorm", "x", &xv, err)) || (rc = f32_rows(out, "add_rmsnorm", "out", &ov, err)) ||
-        (rc = same_shape(&rv, &xv, "add_rmsnorm", "residual", "x", err)) ||
-        (rc = same_shape(&rv, &ov, "add_rmsnorm", "residual", "out", err)) ||
-        (rc = vec_param(w, xv.cols, "add_rmsnorm", "w", err)) || (rc = check_eps(eps, "add_rmsnorm", err)) ||
+    if ((rc = sydev_f32_rows(residual, "add_rmsnorm", "residual", &rv, err)) ||
+        (rc = sydev_f32_rows(x, "add_rmsnorm", "x", &xv, err)) || (rc = sydev_f32_rows(out, "add_rmsnorm", "out", &ov, err)) ||
+        (rc = sydev_same_shape(&rv, &xv, "add_rmsnorm", "residual", "x", err)) ||
+        (rc = sydev_same_shape(&rv, &ov, "add_rmsnorm", "residual", "out", err)) ||
+        (rc = sydev_vec_param(w, xv.cols, "add_rmsnorm", "w", err)) || (rc = sydev_check_eps(eps, "add_rmsnorm", err)) ||
         (rc = sy__cuda_enter(d, err)))
         return rc;
     sydk_rmsnorm(rv.p, rv.ld, xv.p, xv.ld, w->data, (int)w->dtype, eps, ov.p, ov.ld, xv.rows, xv.cols, 1);
@@ -177,11 +114,11 @@ int sy__cuda_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy
     sy_cuda_dev *d = inst;
     if (w && syc_wdtype_quant(w->dtype))
         return sy__cuda_linear_q(d, x, w, bias, out, err);
-    rows_view xv, ov;
+    sydev_rows xv, ov;
     int64_t m, k, ldw;
     int rc;
-    if ((rc = f32_rows(x, "linear", "x", &xv, err)) || (rc = w_rows(w, "linear", "w", &m, &k, &ldw, err)) ||
-        (rc = f32_rows(out, "linear", "out", &ov, err)))
+    if ((rc = sydev_f32_rows(x, "linear", "x", &xv, err)) || (rc = sydev_w_rows(w, "linear", "w", &m, &k, &ldw, err)) ||
+        (rc = sydev_f32_rows(out, "linear", "out", &ov, err)))
         return rc;
     if (xv.cols != k)
         return sy_err_set(err, SY_ERR_INVALID, "linear: x is [%lld, %lld] but w is [%lld, %lld]; expected x [n, %lld]",
@@ -189,7 +126,7 @@ int sy__cuda_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy
     if (ov.rows != xv.rows || ov.cols != m)
         return sy_err_set(err, SY_ERR_INVALID, "linear: out must be [n, m] = [%lld, %lld], found [%lld, %lld]",
                           (long long)xv.rows, (long long)m, (long long)ov.rows, (long long)ov.cols);
-    if (bias && (rc = vec_param(bias, m, "linear", "bias", err)))
+    if (bias && (rc = sydev_vec_param(bias, m, "linear", "bias", err)))
         return rc;
     if (m > INT32_MAX || k > INT32_MAX || 2 * xv.rows > INT32_MAX)
         return sy_err_set(err, SY_ERR_UNSUPPORTED, "linear: [%lld x %lld] . [%lld x %lld]^T exceeds cuBLAS's int sizes",
@@ -235,8 +172,8 @@ int sy__cuda_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy
 int sy__cuda_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_params *p, sy_err *err)
 {
     sy_cuda_dev *d = inst;
-    rows_view xv;
-    int rc = f32_rows(x, "rope", "x", &xv, err);
+    sydev_rows xv;
+    int rc = sydev_f32_rows(x, "rope", "x", &xv, err);
     if (rc)
         return rc;
     if (!p || p->struct_size < offsetof(sy_rope_params, mscale) + sizeof p->mscale)
@@ -267,11 +204,11 @@ int sy__cuda_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_pa
 int sy__cuda_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up, sy_tensor *out, sy_err *err)
 {
     sy_cuda_dev *d = inst;
-    rows_view g, u, o;
+    sydev_rows g, u, o;
     int rc;
-    if ((rc = f32_rows(gate, "silu_mul", "gate", &g, err)) || (rc = f32_rows(up, "silu_mul", "up", &u, err)) ||
-        (rc = f32_rows(out, "silu_mul", "out", &o, err)) || (rc = same_shape(&g, &u, "silu_mul", "gate", "up", err)) ||
-        (rc = same_shape(&g, &o, "silu_mul", "gate", "out", err)) || (rc = sy__cuda_enter(d, err)))
+    if ((rc = sydev_f32_rows(gate, "silu_mul", "gate", &g, err)) || (rc = sydev_f32_rows(up, "silu_mul", "up", &u, err)) ||
+        (rc = sydev_f32_rows(out, "silu_mul", "out", &o, err)) || (rc = sydev_same_shape(&g, &u, "silu_mul", "gate", "up", err)) ||
+        (rc = sydev_same_shape(&g, &o, "silu_mul", "gate", "out", err)) || (rc = sy__cuda_enter(d, err)))
         return rc;
     sydk_silu_mul(g.p, g.ld, u.p, u.ld, o.p, o.ld, g.rows, g.cols);
     return syc_launched(err, "silu_mul");
@@ -280,10 +217,10 @@ int sy__cuda_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up, sy
 int sy__cuda_add(void *inst, sy_tensor *acc, const sy_tensor *x, sy_err *err)
 {
     sy_cuda_dev *d = inst;
-    rows_view a, b;
+    sydev_rows a, b;
     int rc;
-    if ((rc = f32_rows(acc, "add", "acc", &a, err)) || (rc = f32_rows(x, "add", "x", &b, err)) ||
-        (rc = same_shape(&a, &b, "add", "acc", "x", err)) || (rc = sy__cuda_enter(d, err)))
+    if ((rc = sydev_f32_rows(acc, "add", "acc", &a, err)) || (rc = sydev_f32_rows(x, "add", "x", &b, err)) ||
+        (rc = sydev_same_shape(&a, &b, "add", "acc", "x", err)) || (rc = sy__cuda_enter(d, err)))
         return rc;
     sydk_add(a.p, a.ld, b.p, b.ld, a.rows, a.cols);
     return syc_launched(err, "add");

@@ -96,7 +96,7 @@ static int f32_view(const sy_tensor *t, const char *what, int64_t *rows, int64_t
         return sy_err_set(err, SY_ERR_INVALID, "linear: %s is NULL", what);
     if (t->dtype != SY_DTYPE_F32)
         return sy_err_set(err, SY_ERR_INVALID, "linear: %s must be F32, found %s", what, sy_dtype_name(t->dtype));
-    if (syc_view2d(t, rows, cols, ld))
+    if (sydev_view2d(t, rows, cols, ld))
         return sy_err_set(err, SY_ERR_INVALID, "linear: %s must be rows of contiguous elements (last stride 1)", what);
     if (!t->data && *rows * *cols > 0)
         return sy_err_set(err, SY_ERR_INVALID, "linear: %s has no data", what);
@@ -136,7 +136,7 @@ int sy__cuda_linear_q(sy_cuda_dev *d, const sy_tensor *x, const sy_tensor *w, co
                           (long long)n, (long long)m, (long long)on, (long long)om);
     if (bias) {
         int64_t br, bc, bld;
-        if (!syc_wdtype_ok(bias->dtype) || syc_view2d(bias, &br, &bc, &bld) || br != 1 || bc != m || !bias->data)
+        if (!sydev_wdtype_ok(bias->dtype) || sydev_view2d(bias, &br, &bc, &bld) || br != 1 || bc != m || !bias->data)
             return sy_err_set(err, SY_ERR_INVALID, "linear: bias must hold [%lld] F32, F16 or BF16 elements, found %s",
                               (long long)m, sy_dtype_name(bias->dtype));
     }
