@@ -388,6 +388,14 @@ static void parse_fields(oai_req *r, const sy_model_info *mi)
         q->reasoning = 1;
 }
 
+/* Loading or draining: a 503 with Retry-After, which clients and load balancers retry. */
+static void respond_not_ready(http_stream *st)
+{
+    st->retry_after = 5;
+    http_respond_error(st, 503, "server_error", NULL, "not_ready",
+                       "the server is not ready (the model is loading, or the server is shutting down)");
+}
+
 static int submit_all(oai_req *r, http_job *job)
 {
     http_server *s = r->st->conn->loop->srv;
@@ -409,10 +417,7 @@ static int submit_all(oai_req *r, http_job *job)
         http_job_cancel_all(job);
         http_stream *st = r->st;
         if (rc == SY_ERR_UNAVAILABLE && s->api->ready && !s->api->ready(s->host->ctx)) {
-            /* The drain (or a reload) began after the check in http_openai_handle: as that check answers. */
-            st->retry_after = 5;
-            http_respond_error(st, 503, "server_error", NULL, "not_ready",
-                               "the server is not ready (the model is loading, or the server is shutting down)");
+            respond_not_ready(st); /* the drain (or a reload) began after the check in http_openai_handle */
         } else if (rc == SY_ERR_UNAVAILABLE) {
             st->retry_after = 1;
             http_respond_error(st, 429, "rate_limit_error", NULL, "queue_full",
@@ -440,10 +445,7 @@ void http_openai_handle(http_stream *st, int chat)
     r.chat = chat;
     r.req.struct_size = sizeof r.req;
     if (s->api->ready && !s->api->ready(s->host->ctx)) {
-        /* Loading or draining: a 503 with Retry-After, which clients and load balancers retry. */
-        st->retry_after = 5;
-        http_respond_error(st, 503, "server_error", NULL, "not_ready",
-                           "the server is not ready (the model is loading, or the server is shutting down)");
+        respond_not_ready(st);
         return;
     }
     r.root = http_parse_body(st);
