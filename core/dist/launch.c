@@ -281,7 +281,9 @@ int sy_dist_start(sy_dist *d, const sy_dist_opts *o, sy_config *cfg, const char 
         const char *pick = dev && !strcmp(dev, "cuda") ? "nccl" : "shm";
         sy_info("--tp %d: [comm] plugin = %s; the ranks use comm %s", o->tp, plugin && *plugin ? plugin : "auto",
                 pick);
-        if (sy_config_set(cfg, !strcmp(pick, "nccl") ? "comm.plugin=nccl" : "comm.plugin=shm", err))
+        char set[32];
+        snprintf(set, sizeof set, "comm.plugin=%s", pick);
+        if (sy_config_set(cfg, set, err))
             return SY_ERR_INVALID;
     } else if (!strcmp(plugin, "mpi")) {
         return sy_err_set(err, SY_ERR_INVALID,
