@@ -399,6 +399,24 @@ static inline double sy_kv_float(const sy_kv *kv, size_t n, const char *key, dou
     return v ? strtod(v, NULL) : dflt;
 }
 
+/* A SY_KEY_SIZE value in bytes: digits and an optional K, M, G or T (powers of 1024), the form the core checked. */
+static inline size_t sy_kv_size(const sy_kv *kv, size_t n, const char *key, size_t dflt)
+{
+    const char *v = sy_kv_get(kv, n, key);
+    if (!v)
+        return dflt;
+    char *end;
+    unsigned long long b = strtoull(v, &end, 10);
+    switch (*end) {
+    case 'K': case 'k': b <<= 10; break;
+    case 'M': case 'm': b <<= 20; break;
+    case 'G': case 'g': b <<= 30; break;
+    case 'T': case 't': b <<= 40; break;
+    default: break;
+    }
+    return (size_t)b;
+}
+
 static inline int sy_kv_bool(const sy_kv *kv, size_t n, const char *key, int dflt)
 {
     const char *v = sy_kv_get(kv, n, key);

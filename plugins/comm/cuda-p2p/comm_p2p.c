@@ -63,24 +63,6 @@ static const sy_key_decl keys[] = {
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
-static size_t parse_size(const char *v, size_t dflt)
-{
-    if (!v)
-        return dflt;
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    while (*end == ' ')
-        end++;
-    switch (*end) {
-    case 'K': case 'k': n <<= 10; break;
-    case 'M': case 'm': n <<= 20; break;
-    case 'G': case 'g': n <<= 30; break;
-    case 'T': case 't': n <<= 40; break;
-    default: break;
-    }
-    return (size_t)n;
-}
-
 static int probe(const sy_host *host, sy_err *why)
 {
     (void)host;
@@ -109,7 +91,7 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     comm_p2p *c = calloc(1, sizeof *c);
     if (!c)
         return sy_err_set(err, SY_ERR_NOMEM, "comm cuda-p2p: cannot allocate the instance");
-    c->bank_bytes = parse_size(sy_kv_get(cfg, n_cfg, "buffer_size"), (size_t)32 << 20) / 4 * 4;
+    c->bank_bytes = sy_kv_size(cfg, n_cfg, "buffer_size", (size_t)32 << 20) / 4 * 4;
     c->min_gbs = sy_kv_float(cfg, n_cfg, "min_bandwidth", 10.0);
     c->gpu = (int)sy_kv_int(cfg, n_cfg, "gpu", -1);
     c->seg.world = 1;

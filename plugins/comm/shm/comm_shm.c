@@ -51,24 +51,6 @@ static const sy_key_decl keys[] = {
 };
 
 /* Values were validated by the host against the declarations above. */
-static size_t parse_size(const char *v, size_t dflt)
-{
-    if (!v)
-        return dflt;
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    while (*end == ' ')
-        end++;
-    switch (*end) {
-    case 'T': case 't': n <<= 10; /* fall through */
-    case 'G': case 'g': n <<= 10; /* fall through */
-    case 'M': case 'm': n <<= 10; /* fall through */
-    case 'K': case 'k': n <<= 10; break;
-    default: break;
-    }
-    return (size_t)n;
-}
-
 static int probe(const sy_host *host, sy_err *why)
 {
     (void)host;
@@ -85,8 +67,8 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
         return sy_err_set(err, SY_ERR_NOMEM, "comm shm: cannot allocate the instance");
     const char *algo = sy_kv_get(cfg, n_cfg, "algorithm");
     c->algorithm = !algo || !strcmp(algo, "auto") ? ALGO_AUTO : !strcmp(algo, "oneshot") ? ALGO_ONESHOT : ALGO_TWOSHOT;
-    c->crossover = parse_size(sy_kv_get(cfg, n_cfg, "crossover"), 4 << 10);
-    c->slot_size = parse_size(sy_kv_get(cfg, n_cfg, "slot_size"), 512 << 10) / 64 * 64;
+    c->crossover = sy_kv_size(cfg, n_cfg, "crossover", 4 << 10);
+    c->slot_size = sy_kv_size(cfg, n_cfg, "slot_size", 512 << 10) / 64 * 64;
     c->seg.rank = 0;
     c->seg.world = 1;
     *inst = c;

@@ -43,24 +43,6 @@ static const sy_key_decl keys[] = {
 };
 
 /* Values were validated by the host against the declarations above. */
-static size_t parse_size(const char *v, size_t dflt)
-{
-    if (!v)
-        return dflt;
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    while (*end == ' ')
-        end++;
-    switch (*end) {
-    case 'T': case 't': n <<= 10; /* fall through */
-    case 'G': case 'g': n <<= 10; /* fall through */
-    case 'M': case 'm': n <<= 10; /* fall through */
-    case 'K': case 'k': n <<= 10; break;
-    default: break;
-    }
-    return (size_t)n;
-}
-
 static int probe(const sy_host *host, sy_err *why)
 {
     (void)host;
@@ -74,7 +56,7 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     comm_tcp *c = calloc(1, sizeof *c);
     if (!c)
         return sy_err_set(err, SY_ERR_NOMEM, "comm tcp: cannot allocate the instance");
-    c->crossover = parse_size(sy_kv_get(cfg, n_cfg, "crossover"), 64 << 10);
+    c->crossover = sy_kv_size(cfg, n_cfg, "crossover", 64 << 10);
     const char *lh = sy_kv_get(cfg, n_cfg, "listen_host");
     snprintf(c->listen_host, sizeof c->listen_host, "%s", lh ? lh : "");
     tcp_mesh_init(&c->mesh);

@@ -31,30 +31,6 @@ const sy_key_decl http_keys[] = {
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
-static int parse_size(const char *v, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno || end == v)
-        return -1;
-    unsigned long long mul = 1;
-    switch (toupper((unsigned char)*end)) {
-    case '\0': break;
-    case 'K': mul = 1ull << 10; end++; break;
-    case 'M': mul = 1ull << 20; end++; break;
-    case 'G': mul = 1ull << 30; end++; break;
-    case 'T': mul = 1ull << 40; end++; break;
-    default: return -1;
-    }
-    if (toupper((unsigned char)*end) == 'B' || toupper((unsigned char)*end) == 'I')
-        end++;
-    if (*end)
-        return -1;
-    *out = (size_t)(n * mul);
-    return 0;
-}
-
 static char *dup_or_null(const char *v)
 {
     return v && *v ? strdup(v) : NULL;
@@ -132,14 +108,9 @@ int http_cfg_parse(http_cfg *cfg, const sy_kv *kv, size_t n, sy_err *err)
         return sy_err_set(err, SY_ERR_INVALID, "http: tls_cert and tls_key go together (found only %s)",
                           cfg->tls_cert ? "tls_cert" : "tls_key");
     cfg->model_name = dup_or_null(sy_kv_get(kv, n, "model_name"));
-    static const struct { const char *key, *dflt; } sizes[] = {
-        {"max_body", "8M"}, {"max_header_bytes", "64K"}, {"max_pending_output", "4M"}};
-    size_t *dst[] = {&cfg->max_body, &cfg->max_header_bytes, &cfg->max_pending_output};
-    for (int i = 0; i < 3; i++) {
-        v = sy_kv_get(kv, n, sizes[i].key);
-        if (parse_size(v ? v : sizes[i].dflt, dst[i]) < 0)
-            return sy_err_set(err, SY_ERR_INVALID, "http: %s \"%s\": expected a size such as 8M", sizes[i].key, v);
-    }
+    cfg->max_body = sy_kv_size(kv, n, "max_body", (size_t)8 << 20);
+    cfg->max_header_bytes = sy_kv_size(kv, n, "max_header_bytes", (size_t)64 << 10);
+    cfg->max_pending_output = sy_kv_size(kv, n, "max_pending_output", (size_t)4 << 20);
     cfg->io_threads = (int)sy_kv_int(kv, n, "io_threads", 1);
     cfg->header_timeout = (int)sy_kv_int(kv, n, "header_timeout", 10);
     cfg->idle_timeout = (int)sy_kv_int(kv, n, "idle_timeout", 60);
