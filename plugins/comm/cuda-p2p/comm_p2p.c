@@ -26,6 +26,7 @@
 
 #include "p2p_kern.h"
 #include "shm_seg.h"
+#include "sycomm_args.h"
 #include "sycuda.h"
 
 #define NAME "cuda-p2p"
@@ -296,9 +297,8 @@ static int allreduce_sum(void *inst, sy_tensor *t, sy_err *err)
     int rc = check_ready(c, "allreduce_sum", err);
     if (rc)
         return rc;
-    if (!t || t->dtype != SY_DTYPE_F32)
-        return sy_err_set(err, SY_ERR_INVALID, "comm cuda-p2p: allreduce_sum takes an F32 tensor, found %s",
-                          t ? sy_dtype_name(t->dtype) : "NULL");
+    if ((rc = syc_check_allreduce(t, err)))
+        return rc;
     const size_t n = (size_t)sy_tensor_numel(t), bytes = n * sizeof(float);
     if (c->seg.world == 1 || n == 0)
         return SY_OK;
@@ -362,8 +362,8 @@ static int broadcast(void *inst, void *buf, size_t bytes, int root, sy_err *err)
     int rc = check_ready(c, "broadcast", err);
     if (rc)
         return rc;
-    if (root < 0 || root >= c->seg.world)
-        return sy_err_set(err, SY_ERR_INVALID, "comm cuda-p2p: broadcast root %d outside [0, %d)", root, c->seg.world);
+    if ((rc = syc_check_broadcast(buf, bytes, root, c->seg.world, err)))
+        return rc;
     if (c->seg.world == 1)
         return SY_OK;
     for (size_t off = 0; off < bytes; off += c->bank_bytes, c->step++) {

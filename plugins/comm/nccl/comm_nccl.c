@@ -45,6 +45,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include "sycomm_args.h"
 #include "sycuda.h"
 
 #define NAME "nccl"
@@ -507,9 +508,8 @@ static int allreduce_sum(void *inst, sy_tensor *t, sy_err *err)
     int rc = check_ready(c, "allreduce_sum", err);
     if (rc)
         return rc;
-    if (!t || t->dtype != SY_DTYPE_F32)
-        return sy_err_set(err, SY_ERR_INVALID, "comm nccl: allreduce_sum takes an F32 tensor, found %s",
-                          t ? sy_dtype_name(t->dtype) : "NULL");
+    if ((rc = syc_check_allreduce(t, err)))
+        return rc;
     const size_t n = (size_t)sy_tensor_numel(t), bytes = n * sizeof(float);
     if (c->world == 1 || n == 0)
         return SY_OK;
@@ -572,8 +572,8 @@ static int broadcast(void *inst, void *buf, size_t bytes, int root, sy_err *err)
     int rc = check_ready(c, "broadcast", err);
     if (rc)
         return rc;
-    if (root < 0 || root >= c->world)
-        return sy_err_set(err, SY_ERR_INVALID, "comm nccl: broadcast root %d outside [0, %d)", root, c->world);
+    if ((rc = syc_check_broadcast(buf, bytes, root, c->world, err)))
+        return rc;
     if (c->world == 1 || bytes == 0)
         return SY_OK;
     void *b = buf;
