@@ -21,19 +21,21 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: switchyard plugin-check [-v] [--speed] [--pool DEVICE.so] [--time SECONDS] [--seed N] [--set key=value]... FILE.so\n"
+    fprintf(f, "usage: switchyard plugin-check [-v] [--speed] [--pool DEVICE.so] [--device DEVICE.so] [--time SECONDS] [--seed N] [--set key=value]... FILE.so\n"
                "Loads a plugin as the engine does, checks its descriptor, struct sizes, required ops and\n"
                "declared keys, probes and creates it (keys from --set, as in its config section), then runs\n"
                "each op of its kind on seeded random inputs against a float64 reference: one row per op\n"
                "and case with the largest error (max |got - ref| / max(1, max |ref|)) and the tolerance.\n"
                "Device, attn and moe plugins get their ops checked; comm single-rank semantics; frontend\n"
-               "start/stop with a serving table that serves nothing. attn and moe plugins must work on\n"
-               "host memory (device cpu or none).\n"
+               "start/stop with a serving table that serves nothing. attn plugins must work on host memory\n"
+               "(device cpu or none); moe plugins too, unless --device gives their device's plugin.\n"
                "  --speed         time each op (us per run) on larger shapes instead of checking it\n"
                "  --time SECONDS  how long --speed runs each op, at least (default 0.2)\n"
                "  --seed N        inputs' seed (default 1)\n"
                "  --pool DEVICE.so  run attn and moe ops on this cpu device plugin's workers, as the\n"
                "                  engine does (default: on one thread)\n"
+               "  --device DEVICE.so  a moe plugin of another device (moe cuda: sy-device-cuda.so): its\n"
+               "                  inputs and outputs go through this device plugin's memory\n"
                "  -v              show the plugin's info log lines\n"
                "Exit status: 0 every row OK or SKIP; 1 a row FAILed or the plugin was refused; 2 bad usage.\n");
 }
@@ -95,7 +97,7 @@ static size_t ops_size_of(int kind)
 
 int sy_cmd_plugin_check(int argc, char **argv)
 {
-    const char *file = NULL, *pool = NULL;
+    const char *file = NULL, *pool = NULL, *devfile = NULL;
     int speed = 0, verbose = 0;
     double min_time = 0.2;
     unsigned long long seed = 1;
@@ -117,6 +119,8 @@ int sy_cmd_plugin_check(int argc, char **argv)
             speed = 1;
         } else if (strcmp(a, "--pool") == 0 && i + 1 < argc) {
             pool = argv[++i];
+        } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
+            devfile = argv[++i];
         } else if ((strcmp(a, "--time") == 0 || strcmp(a, "--seed") == 0 || strcmp(a, "--set") == 0) && i + 1 < argc) {
             const char *v = argv[++i];
             char *end = NULL;
@@ -194,7 +198,7 @@ int sy_cmd_plugin_check(int argc, char **argv)
 
     int rc = 1;
     sy_config *cfg = sy_config_new();
-    sy_plugin_inst *pi = NULL, *pool_inst = NULL;
+    sy_plugin_inst *pi = NULL, *pool_inst = NULL, *dev_inst = NULL;
     if (!cfg) {
         fprintf(stderr, "switchyard plugin-check: out of memory\n");
         sy_plugin_close(p);
@@ -240,9 +244,29 @@ int sy_cmd_plugin_check(int argc, char **argv)
     pc.n_cfg = pi->n_cfg;
     d->destroy(pi->inst);
     pi->inst = NULL;
-    if ((d->kind == SY_KIND_ATTN || d->kind == SY_KIND_MOE) && d->device && strcmp(d->device, "cpu") != 0) {
-        snprintf(note, sizeof note, "works on device %s's memory; plugin-check drives attn and moe plugins on host memory only",
-                 d->device);
+    if (devfile && d->kind == SY_KIND_MOE) {
+        sy_plugin *dp = NULL;
+        int drc = sy_plugin_open(devfile, &dp, &err);
+        if (!drc && (dp->desc->kind != SY_KIND_DEVICE || !dp->desc->device || !d->device ||
+                     strcmp(dp->desc->device, d->device) != 0)) {
+            drc = sy_err_set(&err, SY_ERR_INVALID, "%s is not a device plugin of device %s (the moe plugin's)", devfile,
+                             d->device ? d->device : "(none)");
+            sy_plugin_close(dp);
+        }
+        if (!drc && (drc = sy_plugin_create(dp, &host.api, cfg, "device", &dev_inst, &err)) == SY_OK) {
+            pc.dev_ops = dev_inst->ops;
+            pc.dev_inst = dev_inst->inst;
+        }
+        if (drc) {
+            fprintf(stderr, "switchyard plugin-check: --device %s: %s\n", devfile, err.msg);
+            rc = 2;
+            goto out;
+        }
+    }
+    if ((d->kind == SY_KIND_ATTN || d->kind == SY_KIND_MOE) && d->device && strcmp(d->device, "cpu") != 0 &&
+        !pc.dev_ops) {
+        snprintf(note, sizeof note, "works on device %s's memory; plugin-check drives attn plugins on host memory only, "
+                 "moe plugins on another device's with --device", d->device);
         sy_pc_row(&pc, "ops", "-", SY_PC_SKIP, -1, -1, note);
     } else {
         switch (d->kind) {
@@ -260,6 +284,7 @@ out:
     printf("plugin-check: %s (%s %s): %d ok, %d failed, %d skipped\n", file, sy_kind_name(d->kind), d->name,
            pc.n_ok, pc.n_fail, pc.n_skip);
     sy_plugin_inst_destroy(pi);
+    sy_plugin_inst_destroy(dev_inst);
     sy_host_set_pool(&host, NULL, NULL, NULL);
     sy_plugin_inst_destroy(pool_inst);
     sy_config_free(cfg);

@@ -1,9 +1,14 @@
 /*
  * `switchyard tune-moe`: sweeps candidate tiles of the moe plugin's expert
- * GEMMs (token_block, n_block, threads: the plugin's `tile` key) for a
- * model's MoE shape on this machine, times one MoE layer forward per
- * token-count bucket, prints built-in vs best per bucket, and writes the
- * winners as the tuning table the plugin reads (plugins/moe/cpu/moe_tune.h).
+ * GEMMs (the plugin's `tile` key) for a model's MoE shape on this machine,
+ * times one MoE layer forward per token-count bucket, prints built-in vs
+ * best per bucket, and writes the winners as the tuning table the plugin
+ * reads (plugins/common/moe/sytune.h). The candidates are the plugin's own
+ * list where it has one (get_proc("tile_candidates"): moe cuda's compiled
+ * variants, written as `tile = NAME`); otherwise moe cpu's sweep of
+ * token_block,n_block,threads, written as those three keys. Inputs live in
+ * the device plugin's memory (a GPU's for moe cuda), and every timed
+ * forward ends with the device's synchronize.
  *
  * The experts timed are the model's own (its first MoE layer, in its
  * dtype); inputs and router logits are seeded random. Every candidate is
@@ -39,6 +44,8 @@
 #define SHORTLIST 3 /* candidates per bucket the sweep passes to the confirmation */
 
 typedef int (*tuning_table_fn)(void *inst, char *path, size_t cap, const char **source);
+/* get_proc("tile_candidates"): up to cap `tile` values to time, the default first; returns how many. */
+typedef int (*tile_candidates_fn)(void *inst, const char **names, int cap);
 
 typedef struct tune_opts {
     sy_cli_common common;
@@ -55,14 +62,17 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: switchyard tune-moe [--model DIR] [-c CONFIG] [--set moe.KEY=VALUE]... [--tokens 1,4,16,64,256]\n"
             "                           [--reps N] [--out FILE] [--dry-run] [--plugin-dir DIR]...\n"
-            "Times the moe plugin's expert GEMM tiles (token_block, n_block, threads) on the model's first MoE\n"
-            "layer for each token-count bucket, prints built-in vs tuned, and writes the tuning table.\n"
+            "Times the moe plugin's expert GEMM tiles (moe cpu: token_block, n_block, threads; moe cuda: its\n"
+            "compiled variants) on the model's first MoE layer for each token-count bucket, prints built-in vs\n"
+            "tuned, and writes the tuning table.\n"
             "  --tokens L   buckets: tokens per forward pass (default 1,4,16,64,256; each <= [moe] max_tokens)\n"
             "  --reps N     timed runs per candidate and bucket, best kept (default 5)\n"
-            "  --out FILE   where to write the table (default: <[moe] tuning_dir>/cpu-<isa>/<cpu model>/\n"
-            "               E=..,N=..,K=..,dtype=...ini, the file the plugin looks for first)\n"
+            "  --out FILE   where to write the table (default: <[moe] tuning_dir>/<arch>/<device model>/\n"
+            "               E=..,N=..,K=..,dtype=...ini, the file the plugin looks for first; <arch> is\n"
+            "               cpu-<isa> or cuda-sm<cc>)\n"
             "  --dry-run    print the results, write nothing\n"
-            "  --tiles L    time only these candidates (space-separated tb,nb,thr) instead of the sweep;\n"
+            "  --tiles L    time only these candidates (space-separated: tb,nb,thr for moe cpu, variant\n"
+            "               names such as 64x8x32 for moe cuda) instead of the sweep;\n"
             "               with -v every candidate's time per bucket is printed\n"
             "Exit status: 0; 1 when the model or a plugin fails; 2 on bad usage.\n");
 }
@@ -138,7 +148,8 @@ typedef struct tune_ctx {
     sy_model *model;
     const sy_layer_weights *layer;
     sy_moe_problem prob;
-    float *x, *logits, *out;
+    const sy_device_ops *dops;
+    sy_tensor x, logits, out; /* [nmax, ...] in the device's memory */
 } tune_ctx;
 
 static uint64_t rng_next(uint64_t *s)
@@ -175,7 +186,7 @@ static int open_moe(tune_ctx *c, const char *tile, sy_plugin_inst **out, sy_err 
     if (!tunable(p->desc)) {
         sy_err_set(err, SY_ERR_UNSUPPORTED,
                    "moe plugin %s (%s) has no tuning tables: tune-moe times plugins that declare the key `tile` and "
-                   "get_proc(\"tuning_table\") (moe cpu); this one's tiles are fixed in its code",
+                   "get_proc(\"tuning_table\") (moe cpu, moe cuda); this one's tiles are fixed in its code",
                    p->desc->name, p->path);
         sy_plugin_close(p);
         return -1;
@@ -202,13 +213,14 @@ static int open_moe(tune_ctx *c, const char *tile, sy_plugin_inst **out, sy_err 
 static double time_forward(tune_ctx *c, sy_plugin_inst *moe, int64_t n, int reps, sy_err *err)
 {
     const sy_moe_ops *ops = moe->ops;
-    sy_tensor x = sy_tensor_2d(c->x, SY_DTYPE_F32, n, c->prob.hidden);
-    sy_tensor lg = sy_tensor_2d(c->logits, SY_DTYPE_F32, n, c->prob.n_experts);
-    sy_tensor out = sy_tensor_2d(c->out, SY_DTYPE_F32, n, c->prob.hidden);
+    sy_tensor x = sy_tensor_2d(c->x.data, SY_DTYPE_F32, n, c->prob.hidden);
+    sy_tensor lg = sy_tensor_2d(c->logits.data, SY_DTYPE_F32, n, c->prob.n_experts);
+    sy_tensor out = sy_tensor_2d(c->out.data, SY_DTYPE_F32, n, c->prob.hidden);
     double best = 1e30;
     for (int r = 0; r <= reps; r++) {
         const double t0 = now_s();
-        if (ops->forward(moe->inst, 0, &x, &lg, &out, err))
+        /* A GPU forward returns once queued: the time is the work's only after synchronize. */
+        if (ops->forward(moe->inst, 0, &x, &lg, &out, err) || c->dops->synchronize(c->dev->inst, err))
             return -1;
         const double dt = now_s() - t0;
         if (r > 0 && dt < best)
@@ -282,6 +294,7 @@ static int run(tune_ctx *c)
         return 1;
     }
     const sy_plugin_desc *dd = c->dev->plugin->desc;
+    c->dops = c->dev->ops;
     if (dd->get_proc) {
         sy_device_parallel_for_fn prun = (sy_device_parallel_for_fn)dd->get_proc("parallel_for");
         sy_device_n_workers_fn nw = (sy_device_n_workers_fn)dd->get_proc("n_workers");
@@ -319,18 +332,34 @@ static int run(tune_ctx *c)
     int64_t nmax = 0;
     for (int i = 0; i < o->n_tokens; i++)
         nmax = o->tokens[i] > nmax ? o->tokens[i] : nmax;
-    c->x = malloc(sizeof(float) * (size_t)(nmax * p->hidden));
-    c->out = malloc(sizeof(float) * (size_t)(nmax * p->hidden));
-    c->logits = malloc(sizeof(float) * (size_t)(nmax * p->n_experts));
-    if (!c->x || !c->out || !c->logits) {
+    /* Seeded inputs, made on the host and uploaded to the device the moe plugin computes on. */
+    float *hx = malloc(sizeof(float) * (size_t)(nmax * p->hidden));
+    float *hl = malloc(sizeof(float) * (size_t)(nmax * p->n_experts));
+    if (!hx || !hl) {
+        free(hx);
+        free(hl);
         fprintf(stderr, "switchyard tune-moe: out of memory for %lld tokens\n", (long long)nmax);
         return 1;
     }
     uint64_t seed = 42;
     for (int64_t i = 0; i < nmax * p->hidden; i++)
-        c->x[i] = rng_unit(&seed);
+        hx[i] = rng_unit(&seed);
     for (int64_t i = 0; i < nmax * p->n_experts; i++)
-        c->logits[i] = 2.0f * rng_unit(&seed);
+        hl[i] = 2.0f * rng_unit(&seed);
+    c->x = sy_tensor_2d(NULL, SY_DTYPE_F32, nmax, p->hidden);
+    c->out = sy_tensor_2d(NULL, SY_DTYPE_F32, nmax, p->hidden);
+    c->logits = sy_tensor_2d(NULL, SY_DTYPE_F32, nmax, p->n_experts);
+    int arc = c->dops->alloc(c->dev->inst, &c->x, &err) || c->dops->alloc(c->dev->inst, &c->out, &err) ||
+              c->dops->alloc(c->dev->inst, &c->logits, &err) ||
+              c->dops->upload(c->dev->inst, &c->x, hx, sizeof(float) * (size_t)(nmax * p->hidden), &err) ||
+              c->dops->upload(c->dev->inst, &c->logits, hl, sizeof(float) * (size_t)(nmax * p->n_experts), &err);
+    free(hx);
+    free(hl);
+    if (arc) {
+        fprintf(stderr, "switchyard tune-moe: inputs of %lld tokens on device %s: %s\n", (long long)nmax, dd->name,
+                err.msg);
+        return 1;
+    }
 
     /* The built-in tiles: the baseline every candidate is timed against, kept open throughout. */
     sy_plugin_inst *bi = NULL, *moe = NULL;
@@ -366,6 +395,7 @@ static int run(tune_ctx *c)
     static const int tbs[] = {1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
     static const int nbs[] = {0, 32, 64, 128, 192, 256, 384, 512};
     const int nthreads = c->host.pool_n_workers ? c->host.pool_n_workers(c->host.pool_inst) : 1;
+    const tile_candidates_fn own = (tile_candidates_fn)bi->plugin->desc->get_proc("tile_candidates");
     char cands[MAX_CANDIDATES][64];
     int n_cands = 0;
     if (o->tiles) {
@@ -385,6 +415,11 @@ static int run(tune_ctx *c)
             snprintf(cands[n_cands++], sizeof cands[0], "%.*s", (int)len, q);
             q += len;
         }
+    } else if (own) {
+        const char *names[MAX_CANDIDATES];
+        const int n = own(bi->inst, names, MAX_CANDIDATES);
+        for (int i = 0; i < n && n_cands < MAX_CANDIDATES; i++)
+            snprintf(cands[n_cands++], sizeof cands[0], "%.63s", names[i]);
     } else {
         for (size_t ti = 0; ti < sizeof tbs / sizeof tbs[0]; ti++)
             for (size_t ni = 0; ni < sizeof nbs / sizeof nbs[0]; ni++)
@@ -487,6 +522,8 @@ static int run(tune_ctx *c)
         const int keep = best_ratio < 0.97 && won[b] >= rounds / 2.0 + sqrt((double)rounds);
         snprintf(best_tile[b], sizeof best_tile[b], "%s", keep ? cand_tile[b] : "built-in");
     }
+    char bi_name[64];
+    snprintf(bi_name, sizeof bi_name, "%s", bi->plugin->desc->name);
     sy_plugin_inst_destroy(bi);
 
     printf("# switchyard tune-moe: %s, E=%d N=%d K=%d top-%d %s, %d workers, %d candidates (%d refused); "
@@ -494,8 +531,8 @@ static int run(tune_ctx *c)
            "speedup: median of the rounds' ratios)\n",
            mdir, p->n_experts, p->inter, p->hidden, p->top_k, sy_dtype_name(p->weight_dtype), nthreads, tried,
            refused, 2 * o->reps, SHORTLIST);
-    printf("%8s %14s %18s %14s %9s %7s  %s\n", "tokens", "built-in ms", "tile (tb,nb,thr)", "tuned ms", "speedup",
-           "won", "kept");
+    printf("%8s %14s %18s %14s %9s %7s  %s\n", "tokens", "built-in ms", own ? "tile" : "tile (tb,nb,thr)",
+           "tuned ms", "speedup", "won", "kept");
     for (int b = 0; b < o->n_tokens; b++)
         printf("%8lld %14.3f %18s %14.3f %8.2fx %3d/%-3d  %s\n", (long long)o->tokens[b], base[b] * 1e3, cand_tile[b],
                cand[b] * 1e3, speed[b], won[b], 2 * o->reps, strcmp(best_tile[b], "built-in") ? "tuned" : "built-in (not ahead)");
@@ -510,14 +547,25 @@ static int run(tune_ctx *c)
         fprintf(stderr, "switchyard tune-moe: cannot write %s: %s\n", file, strerror(errno));
         return 1;
     }
-    fprintf(f, "; MoE tuning table written by `switchyard tune-moe` (format: plugins/moe/cpu/moe_tune.h)\n");
+    fprintf(f, "; MoE tuning table written by `switchyard tune-moe` (format: plugins/common/moe/sytune.h)\n");
     fprintf(f, "; timed on %s with %d workers, %d alternating rounds; built-in vs tuned per bucket in the comments\n",
             mdir, nthreads, 2 * o->reps);
-    const char *mm = sy_config_get(c->cfg, "moe", "matmul");
-    fprintf(f, "[table]\ntool = switchyard tune-moe\nmatmul = %s   ; the [moe] matmul it was timed with\n"
-            "experts = %d\nn = %d\nk = %d\ndtype = %s\n", mm && *mm ? mm : "f32", p->n_experts, p->inter, p->hidden,
+    fprintf(f, "[table]\ntool = switchyard tune-moe\n");
+    if (own) {
+        fprintf(f, "device = %s   ; the moe plugin it was timed with\n", bi_name);
+    } else {
+        const char *mm = sy_config_get(c->cfg, "moe", "matmul");
+        fprintf(f, "matmul = %s   ; the [moe] matmul it was timed with\n", mm && *mm ? mm : "f32");
+    }
+    fprintf(f, "experts = %d\nn = %d\nk = %d\ndtype = %s\n", p->n_experts, p->inter, p->hidden,
             sy_dtype_name(p->weight_dtype));
     for (int b = 0; b < o->n_tokens; b++) {
+        if (own) { /* the plugin's own tile names; builtin: its default */
+            fprintf(f, "\n[tokens=%lld]  ; built-in %.3f ms, %s %.3f ms, median speedup %.2fx, won %d of %d rounds\n"
+                    "tile = %s\n", (long long)o->tokens[b], base[b] * 1e3, cand_tile[b], cand[b] * 1e3, speed[b],
+                    won[b], 2 * o->reps, strcmp(best_tile[b], "built-in") ? best_tile[b] : "builtin");
+            continue;
+        }
         long long tb = 0, nb = 0, th = 0; /* built-in: token_block 0 */
         if (sscanf(best_tile[b], "%lld,%lld,%lld", &tb, &nb, &th) != 3)
             tb = nb = th = 0;
@@ -546,9 +594,10 @@ int sy_cmd_tune_moe(int argc, char **argv)
     /* One line per candidate instance would bury the table: warnings only, unless -v. */
     sy_log_set_level(o.common.verbosity < 0 ? SY_LOG_ERROR : o.common.verbosity > 0 ? SY_LOG_DEBUG : SY_LOG_WARN);
     const int rc = run(&c);
-    free(c.x);
-    free(c.out);
-    free(c.logits);
+    sy_tensor *bufs[] = {&c.x, &c.out, &c.logits};
+    for (size_t i = 0; c.dev && i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]->data)
+            c.dops->free(c.dev->inst, bufs[i]);
     sy_model_free(c.model);
     if (c.dev)
         sy_plugin_inst_destroy(c.dev);

@@ -29,6 +29,11 @@ typedef struct sy_pc {
      * parallel_for runs on its workers as it does in the engine. */
     void (*on_device)(void *user, const sy_plugin_desc *d, void *inst);
     void *user;
+    /* A moe plugin of a device other than the host's (--device): its
+     * tensors are allocated, filled and read back through this device
+     * plugin; NULL: host memory. */
+    const sy_device_ops *dev_ops;
+    void *dev_inst;
 } sy_pc;
 
 enum { SY_PC_OK = 0, SY_PC_FAIL = 1, SY_PC_SKIP = 2 };

@@ -1,7 +1,9 @@
 /*
  * plugin-check for MoE plugins: routing (softmax or sigmoid scoring, with
  * and without renormalised top-k, score-correction bias and grouped top-k)
- * and the weighted sum of SwiGLU experts, against float64.
+ * and the weighted sum of SwiGLU experts, against float64. A moe plugin of
+ * another device (--device) gets x, the router logits and out in that
+ * device's memory; the experts stay host views, as the engine hands them.
  */
 #include "config.h"
 
@@ -19,6 +21,58 @@ typedef struct mcase {
     sy_dtype wdt;
     double tol;
 } mcase;
+
+/* One forward's x, router logits and out, as the plugin sees them: the host arrays, or copies on pc's device. */
+typedef struct fwd_io {
+    sy_tensor x, l, o;
+    float *host_o;
+} fwd_io;
+
+/* Sets io up for n tokens; o's contents (NaN: a plugin that does not write them fails) go along. */
+static int io_open(sy_pc *pc, fwd_io *io, float *in, float *lg, float *o, int n, int H, int E, sy_err *err)
+{
+    io->x = sy_tensor_2d(in, SY_DTYPE_F32, n, H);
+    io->l = sy_tensor_2d(lg, SY_DTYPE_F32, n, E);
+    io->o = sy_tensor_2d(o, SY_DTYPE_F32, n, H);
+    io->host_o = o;
+    if (!pc->dev_ops)
+        return SY_OK;
+    sy_tensor *t[3] = {&io->x, &io->l, &io->o};
+    const void *src[3] = {in, lg, o};
+    for (int i = 0; i < 3; i++)
+        t[i]->data = NULL;
+    for (int i = 0; i < 3; i++) {
+        const size_t bytes = sizeof(float) * (size_t)sy_tensor_numel(t[i]);
+        int rc = pc->dev_ops->alloc(pc->dev_inst, t[i], err);
+        if (!rc)
+            rc = pc->dev_ops->upload(pc->dev_inst, t[i], src[i], bytes, err);
+        if (rc)
+            return rc;
+    }
+    return SY_OK;
+}
+
+/* out back on the host (after the device's queued work is done). */
+static int io_result(sy_pc *pc, fwd_io *io, sy_err *err)
+{
+    if (!pc->dev_ops)
+        return SY_OK;
+    int rc = pc->dev_ops->synchronize(pc->dev_inst, err);
+    return rc ? rc
+              : pc->dev_ops->download(pc->dev_inst, io->host_o, &io->o,
+                                      sizeof(float) * (size_t)sy_tensor_numel(&io->o), err);
+}
+
+static void io_close(sy_pc *pc, fwd_io *io)
+{
+    if (!pc->dev_ops)
+        return;
+    sy_tensor *t[3] = {&io->x, &io->l, &io->o};
+    for (int i = 0; i < 3; i++)
+        if (t[i]->data)
+            pc->dev_ops->free(pc->dev_inst, t[i]);
+    memset(io, 0, sizeof *io);
+}
 
 /* Experts chosen for one token and their weights, as the model defines them. */
 static void route(const mcase *c, const float *logits, const double *bias, int *ids, double *w)
@@ -233,11 +287,15 @@ static void check_case(sy_pc *pc, const mcase *c, int n_tokens)
         sy_pc_fill(pc, lg, (size_t)n_tokens * c->n_experts, 3);
         for (size_t i = 0; i < (size_t)n_tokens * c->hidden; i++)
             o[i] = NAN;
-        sy_tensor tx = sy_tensor_2d(in, SY_DTYPE_F32, n_tokens, c->hidden);
-        sy_tensor tl = sy_tensor_2d(lg, SY_DTYPE_F32, n_tokens, c->n_experts);
-        sy_tensor to = sy_tensor_2d(o, SY_DTYPE_F32, n_tokens, c->hidden);
-        step = "forward";
-        if ((rc = ops->forward(inst, l, &tx, &tl, &to, &err)))
+        fwd_io io;
+        step = "plugin-check (device memory)";
+        if (!(rc = io_open(pc, &io, in, lg, o, n_tokens, c->hidden, c->n_experts, &err))) {
+            step = "forward";
+            if (!(rc = ops->forward(inst, l, &io.x, &io.l, &io.o, &err)))
+                rc = io_result(pc, &io, &err);
+        }
+        io_close(pc, &io);
+        if (rc)
             goto done;
         ref_forward(c, &x[l], in, lg, n_tokens, ref);
         double e = sy_pc_err(o, ref, (size_t)n_tokens * c->hidden);
@@ -302,11 +360,10 @@ static void check_ranges(sy_pc *pc, const mcase *c, int n_tokens)
         if (!inst) /* sy_pc_create reported it */
             goto out;
         const int32_t first = cut[r], count = cut[r + 1] - cut[r];
-        sy_tensor tx = sy_tensor_2d(in, SY_DTYPE_F32, n_tokens, c->hidden);
-        sy_tensor tl = sy_tensor_2d(lg, SY_DTYPE_F32, n_tokens, E);
-        sy_tensor to = sy_tensor_2d(o, SY_DTYPE_F32, n_tokens, c->hidden);
         for (size_t i = 0; i < nh; i++)
             o[i] = NAN;
+        fwd_io io;
+        memset(&io, 0, sizeof io);
         step = "prepare";
         rc = ops->prepare(inst, &p, &err);
         if (!rc) {
@@ -318,9 +375,15 @@ static void check_ranges(sy_pc *pc, const mcase *c, int n_tokens)
             rc = ops->prepare_layer(inst, 0, x.tg + first, x.tu + first, x.td + first, c->bias ? &x.tb : NULL, &err);
         }
         if (!rc) {
-            step = "forward";
-            rc = ops->forward(inst, 0, &tx, &tl, &to, &err);
+            step = "plugin-check (device memory)";
+            rc = io_open(pc, &io, in, lg, o, n_tokens, c->hidden, E, &err);
         }
+        if (!rc) {
+            step = "forward";
+            if (!(rc = ops->forward(inst, 0, &io.x, &io.l, &io.o, &err)))
+                rc = io_result(pc, &io, &err);
+        }
+        io_close(pc, &io);
         for (size_t i = 0; !rc && i < nh; i++)
             sum[i] += o[i];
         sy_pc_destroy(pc, inst);
@@ -373,16 +436,20 @@ static void speed_case(sy_pc *pc, const mcase *c, int n_tokens)
     if (!rc) {
         sy_pc_fill(pc, in, (size_t)n_tokens * c->hidden, 1);
         sy_pc_fill(pc, lg, (size_t)n_tokens * c->n_experts, 3);
-        sy_tensor tx = sy_tensor_2d(in, SY_DTYPE_F32, n_tokens, c->hidden);
-        sy_tensor tl = sy_tensor_2d(lg, SY_DTYPE_F32, n_tokens, c->n_experts);
-        sy_tensor to = sy_tensor_2d(o, SY_DTYPE_F32, n_tokens, c->hidden);
-        step = "forward";
-        double t0 = sy_pc_now();
-        while (!rc && (runs < 3 || t < pc->min_time)) {
-            rc = ops->forward(inst, 0, &tx, &tl, &to, &err);
-            runs++;
-            t = sy_pc_now() - t0;
+        fwd_io io;
+        step = "plugin-check (device memory)";
+        if (!(rc = io_open(pc, &io, in, lg, o, n_tokens, c->hidden, c->n_experts, &err))) {
+            step = "forward";
+            double t0 = sy_pc_now();
+            while (!rc && (runs < 3 || t < pc->min_time)) {
+                rc = ops->forward(inst, 0, &io.x, &io.l, &io.o, &err);
+                if (!rc && pc->dev_ops) /* a device's forward returns once queued */
+                    rc = pc->dev_ops->synchronize(pc->dev_inst, &err);
+                runs++;
+                t = sy_pc_now() - t0;
+            }
         }
+        io_close(pc, &io);
     }
     if (rc) {
         err.msg[sizeof err.msg - 1] = '\0';

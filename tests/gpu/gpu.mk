@@ -10,6 +10,25 @@ check_PROGRAMS += tests/gpu/test_cuda_quant_decode
 tests_gpu_test_cuda_quant_decode_SOURCES = tests/gpu/test_cuda_quant_decode.c
 tests_gpu_test_cuda_quant_decode_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu -I$(top_srcdir)/plugins/device/cuda
 tests_gpu_test_cuda_quant_decode_LDADD = plugins/common/cpu/libsykern.la -lm
+# moe/cuda's tile variants, their limits check and its tuning tables' entries, as host C (no GPU needed).
+TESTS += tests/gpu/test_moe_cuda_tiles
+# tune-moe on a plugin with its own tile candidates (moe cuda's way), with a host-only test plugin standing in.
+TESTS += tests/gpu/test_tune_moe_tiles.sh
+EXTRA_DIST += tests/gpu/test_tune_moe_tiles.sh
+check_LTLIBRARIES += tests/gpu/sytest-tilemoe.la
+tests_gpu_sytest_tilemoe_la_SOURCES = tests/gpu/sytest_tilemoe.c plugins/common/moe/sytune.c
+tests_gpu_sytest_tilemoe_la_CPPFLAGS = $(SY_TEST_PLUGIN_CPPFLAGS) -I$(top_builddir) -I$(top_srcdir)/plugins/common/moe -D_GNU_SOURCE
+tests_gpu_sytest_tilemoe_la_CFLAGS = $(SY_PLUGIN_CFLAGS)
+tests_gpu_sytest_tilemoe_la_LDFLAGS = $(SY_TEST_PLUGIN_LDFLAGS)
+tests_gpu_sytest_tilemoe_la_LIBADD = -lm
+# plugin-check --device (run.sh's way to check moe cuda), with the cpu plugins standing in.
+TESTS += tests/gpu/test_plugin_check_device.sh
+EXTRA_DIST += tests/gpu/test_plugin_check_device.sh
+check_PROGRAMS += tests/gpu/test_moe_cuda_tiles
+tests_gpu_test_moe_cuda_tiles_SOURCES = tests/gpu/test_moe_cuda_tiles.c plugins/moe/cuda/moe_tiles.c plugins/moe/cuda/moe_tiles.h \
+	plugins/moe/cuda/moe_kern.h plugins/common/moe/sytune.c plugins/common/moe/sytune.h
+tests_gpu_test_moe_cuda_tiles_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/moe/cuda -I$(top_srcdir)/plugins/common/moe
+tests_gpu_test_moe_cuda_tiles_LDADD = -lm
 EXTRA_DIST += tests/gpu/test_doctor.sh tests/gpu/test_check_smem.sh tests/gpu/test_cuda_plugins.sh tests/gpu/run.sh tools/check-cuda-smem.sh
 if HAVE_CUDA
 TESTS += tests/gpu/test_cuda_plugins.sh

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "moe_cpu.h"
+#include "symoe_range.h"
 #include "sykquant.h"
 #include "sykconv.h"
 
@@ -291,17 +292,12 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
 static int set_expert_range(void *inst, int32_t first, int32_t count, sy_err *err)
 {
     moe_cpu *m = inst;
-    if (!m->prepared)
-        return sy_err_set(err, SY_ERR_INVALID, "moe cpu: set_expert_range before prepare");
-    if (first < 0 || count < 1 || (int64_t)first + count > m->p.n_experts)
-        return sy_err_set(err, SY_ERR_INVALID, "moe set_expert_range: experts [%d, %lld) are not inside [0, %d)", first,
-                          (long long)first + count, m->p.n_experts);
-    for (int32_t l = 0; l < m->p.n_layers; l++)
-        if (m->layers[l].ready)
-            return sy_err_set(err, SY_ERR_INVALID,
-                              "moe set_expert_range: layer %d already has its experts; set the range before "
-                              "prepare_layer",
-                              l);
+    int32_t loaded = -1;
+    for (int32_t l = 0; m->prepared && l < m->p.n_layers && loaded < 0; l++)
+        loaded = m->layers[l].ready ? l : -1;
+    const int rc = symoe_check_range(SY_MOE_CPU_NAME, m->prepared, &m->p, first, count, loaded, err);
+    if (rc)
+        return rc;
     m->e_first = first;
     m->e_count = count;
     return SY_OK;

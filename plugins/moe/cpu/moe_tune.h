@@ -2,12 +2,10 @@
  * MoE tuning tables for moe/cpu: the tiles of the expert GEMMs, per
  * token-count bucket, for one (experts, N, K, dtype) shape on one device.
  *
- * File: <tuning_dir>/<arch>/<sku>/E=<experts>,N=<inter>,K=<hidden>,dtype=<DTYPE>.ini
- * where for this plugin <arch> is "cpu-<isa>" (cpu-avx512, cpu-avx2,
- * cpu-portable) and <sku> the CPU's model name with every run of other
- * characters than [A-Za-z0-9] made one '-'. Lookup: the SKU's own table;
- * else a table of another SKU of the same arch (with a warning); else the
- * built-in tiles (with one warning naming the files looked for).
+ * The file, its lookup and its buckets are every moe plugin's
+ * (plugins/common/moe/sytune.h); for this plugin <arch> is "cpu-<isa>"
+ * (cpu-avx512, cpu-avx2, cpu-portable) and <sku> the CPU's model name with
+ * every run of other characters than [A-Za-z0-9] made one '-'.
  *
  *   [table]
  *   matmul = bf16      ; informational, as tool, device, arch: the [moe] matmul it was timed with
@@ -37,8 +35,9 @@
 #include <stdint.h>
 
 #include "switchyard/plugin.h"
+#include "sytune.h"
 
-#define MOE_TUNE_MAX_BUCKETS 32
+#define MOE_TUNE_MAX_BUCKETS SYTUNE_MAX_BUCKETS
 #define MOE_TUNE_MAX_TOKEN_BLOCK 4096
 
 typedef struct moe_tile {
