@@ -8,6 +8,7 @@ include $(srcdir)/tests/ref.mk
 include $(srcdir)/tests/arch.mk
 include $(srcdir)/tests/engine.mk
 include $(srcdir)/tests/serve.mk
+include $(srcdir)/tests/sampling.mk
 include $(srcdir)/tests/frontend.mk
 include $(srcdir)/tests/chat.mk
 include $(srcdir)/tests/bench.mk

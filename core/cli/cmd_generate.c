@@ -220,6 +220,7 @@ int sy_cmd_generate(int argc, char **argv)
         rc = 1;
         goto done;
     }
+    gp.fn_skips_logits = !g.logits_out;
     sy_gen_stats st;
     if (sy_generate(e, ids, n_ids, &gp, on_token, &g, &st, &err)) {
         fprintf(stderr, "\nswitchyard: %s\n", err.msg);
@@ -250,6 +251,8 @@ int sy_cmd_generate(int argc, char **argv)
         fprintf(stderr, "prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens in %.3f s (%.1f tok/s); finish: %s\n",
                 st.prompt_tokens, st.prefill_s, st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0.0, st.generated,
                 st.decode_s, st.decode_s > 0 && st.generated > 1 ? (st.generated - 1) / st.decode_s : 0.0, st.finish);
+    if (stats && rc == 0)
+        fprintf(stderr, "greedy picks on the device: %llu\n", (unsigned long long)sy_engine_device_picks(e));
     sy_detok_free(g.detok);
     free(g.ids);
 done:

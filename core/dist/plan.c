@@ -11,7 +11,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#define PLAN_MAGIC 0x53595050u /* "SYPP" */
+/* "SYP2": the want_logits word may say 2 (greedy pick only); a rank of the
+ * first format ("SYPP") would read it as a full logits row and make a
+ * different collective, so the two refuse each other. */
+#define PLAN_MAGIC 0x53595032u
 
 _Static_assert(sizeof(sy_plan_hdr) == 32, "the plan header is 32 bytes on the wire");
 
@@ -50,7 +53,7 @@ int sy_plan_encode_step(sy_plan *p, const sy_step_seq *seqs, int32_t n_seqs, sy_
         *w++ = nt;
         *w++ = q->ctx_len;
         *w++ = nb;
-        *w++ = q->want_logits ? 1 : 0;
+        *w++ = !q->want_logits ? 0 : q->greedy_id ? 2 : 1;
         if (nt)
             memcpy(w, q->tokens, sizeof(int32_t) * (size_t)nt);
         w += nt;
@@ -126,8 +129,12 @@ int sy_plan_decode(sy_plan *p, sy_err *err)
         if (w[0] < 0 || w[2] < 0 || (size_t)w[0] + (size_t)w[2] > words - at - 4)
             return sy_err_set(err, SY_ERR_INVALID, "step plan: sequence %d claims %d tokens and %d blocks, past the "
                               "end of %zu words", s, w[0], w[2], words);
+        if (w[3] < 0 || w[3] > 2)
+            return sy_err_set(err, SY_ERR_INVALID, "step plan: sequence %d wants logits %d, expected 0, 1 or 2", s,
+                              w[3]);
         p->seqs[s] = (sy_step_seq){.n_tokens = w[0], .ctx_len = w[1], .n_blocks = w[2], .want_logits = w[3] != 0,
-                                   .tokens = w + 4, .blocks = w + 4 + w[0]};
+                                   .greedy_id = w[3] == 2 ? &p->greedy_sink : NULL, .tokens = w + 4,
+                                   .blocks = w + 4 + w[0]};
         at += 4 + (size_t)w[0] + (size_t)w[2];
     }
     if (at != words)

@@ -4,9 +4,10 @@
  * sy_engine_step on the same batch (or copies the same KV blocks, or stops).
  *
  * Wire format (host byte order: every rank runs the same build on one kind
- * of machine): a fixed 32-byte header, then payload_bytes of int32 values.
- *   STEP:      per sequence n_tokens, ctx_len, n_blocks, want_logits,
- *              then its tokens and its block ids;
+ * of machine; the header's magic names the format): a fixed 32-byte header, then payload_bytes of int32 values.
+ *   STEP:      per sequence n_tokens, ctx_len, n_blocks, want_logits (0 no,
+ *              1 a logits row, 2 only the greedy pick), then its tokens and
+ *              its block ids;
  *   COPY:      n_pairs source blocks, then n_pairs destination blocks;
  *   HEARTBEAT, SHUTDOWN: no payload.
  *
@@ -45,6 +46,7 @@ typedef struct sy_plan {
     sy_step_seq *seqs;
     int32_t cap_seqs;
     const int32_t *src, *dst; /* COPY */
+    int32_t greedy_sink;      /* a decoded greedy_id points here: followers only need to know it is set */
 } sy_plan;
 
 /* Encodes a STEP into p (reusing its buffers). */

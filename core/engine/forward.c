@@ -6,6 +6,8 @@
 #include "config.h"
 
 #include "engine/engine_internal.h"
+#include "engine/sampler.h"
+#include "util/log.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -49,9 +51,17 @@ int sy__engine_alloc_activations(sy_engine *e, sy_err *err)
     if (tp > 1) {
         if ((rc = alloc_act(e, &e->gathered, tp * S, e->vocab_local, err)))
             return rc;
+        /* Greedy picks travel between ranks as F32 (value, id) pairs: past 2^24 an id would not be exact. */
+        if (c->vocab > (1 << 24) && e->dev_argmax) {
+            sy_info("tensor parallelism: a vocabulary of %d tokens is past 2^24: greedy picks on the host", c->vocab);
+            e->dev_argmax = false;
+        }
+        if ((rc = alloc_act(e, &e->picks, S, 2, err)) || (rc = alloc_act(e, &e->picks_gathered, tp * S, 2, err)))
+            return rc;
         e->gathered_host = malloc(sizeof(float) * (size_t)(tp * S) * (size_t)e->vocab_local);
+        e->picks_host = malloc(sizeof(float) * 2 * (size_t)(tp * S));
         e->ids_local = malloc(sizeof(int32_t) * (size_t)T);
-        if (!e->gathered_host || !e->ids_local)
+        if (!e->gathered_host || !e->picks_host || !e->ids_local)
             return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the tensor-parallel logits for %lld sequences",
                               (long long)S);
     }
@@ -61,7 +71,11 @@ int sy__engine_alloc_activations(sy_engine *e, sy_err *err)
     e->ctx_len = malloc(sizeof(int32_t) * (size_t)S);
     e->sel_rows = malloc(sizeof(int32_t) * (size_t)S);
     e->block_table = malloc(sizeof(int32_t) * (size_t)S * (size_t)e->max_blocks_per_seq);
-    if (!e->ids || !e->pos || !e->tok_start || !e->ctx_len || !e->sel_rows || !e->block_table)
+    e->greedy_dst = malloc(sizeof(int32_t *) * (size_t)S);
+    e->pick_ids = malloc(sizeof(int32_t) * (size_t)S);
+    e->pick_vals = malloc(sizeof(float) * (size_t)S);
+    if (!e->ids || !e->pos || !e->tok_start || !e->ctx_len || !e->sel_rows || !e->block_table || !e->greedy_dst ||
+        !e->pick_ids || !e->pick_vals)
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the step tables for %lld tokens", (long long)T);
     return SY_OK;
 }
@@ -69,7 +83,8 @@ int sy__engine_alloc_activations(sy_engine *e, sy_err *err)
 void sy__engine_free_activations(sy_engine *e)
 {
     sy_tensor *ts[] = {&e->h, &e->xn, &e->q, &e->k, &e->v, &e->att_out, &e->proj,
-                       &e->gate, &e->up, &e->router, &e->sel, &e->logits, &e->gathered, &e->sh_out};
+                       &e->gate, &e->up, &e->router, &e->sel, &e->logits, &e->gathered, &e->sh_out,
+                       &e->picks, &e->picks_gathered};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         if (ts[i]->data && e->dev)
             e->dev->free(e->device->inst, ts[i]);
@@ -80,6 +95,14 @@ void sy__engine_free_activations(sy_engine *e)
     free(e->sel_rows);
     free(e->block_table);
     free(e->gathered_host);
+    free(e->picks_host);
+    free(e->greedy_dst);
+    free(e->pick_ids);
+    free(e->pick_vals);
+    e->greedy_dst = NULL;
+    e->pick_ids = NULL;
+    e->pick_vals = NULL;
+    e->picks_host = NULL;
     free(e->ids_local);
     e->gathered_host = NULL;
     e->ids_local = NULL;
@@ -184,22 +207,133 @@ static int embed_tp(sy_engine *e, int32_t T, sy_tensor *h, sy_err *err)
 }
 
 /*
- * Every rank's [S, V/tp] logits gathered ([tp*S, V/tp], rank-major), then
- * laid out as [S, V] rows on the host; followers (out NULL) only take part.
+ * Every rank's [n, V/tp] logits gathered ([tp*n, V/tp], rank-major), then
+ * laid out as [n, V] rows on the host; followers (out NULL) only take part.
  */
-static int gather_logits(sy_engine *e, const sy_tensor *logits, int32_t n_sel, float *out, sy_err *err)
+static int gather_logits(sy_engine *e, const sy_tensor *logits, int32_t n, float *out, sy_err *err)
 {
     const int64_t tp = e->tp_size, Vl = e->vocab_local, V = e->mc->vocab;
-    sy_tensor g = rows(&e->gathered, tp * n_sel);
+    sy_tensor g = rows(&e->gathered, tp * n);
     int rc = e->com->allgather(e->comm->inst, logits, &g, err);
     if (rc || !out)
         return rc;
-    const size_t bytes = sizeof(float) * (size_t)(tp * n_sel) * (size_t)Vl;
+    const size_t bytes = sizeof(float) * (size_t)(tp * n) * (size_t)Vl;
     if ((rc = e->dev->download(e->device->inst, e->gathered_host, &g, bytes, err)))
         return rc;
     for (int64_t r = 0; r < tp; r++)
-        for (int64_t s = 0; s < n_sel; s++)
-            memcpy(out + s * V + r * Vl, e->gathered_host + (r * n_sel + s) * Vl, sizeof(float) * (size_t)Vl);
+        for (int64_t s = 0; s < n; s++)
+            memcpy(out + s * V + r * Vl, e->gathered_host + (r * n + s) * Vl, sizeof(float) * (size_t)Vl);
+    return SY_OK;
+}
+
+/* The lowest index of the largest non-NaN value of x[0..n); -1 when all are NaN. */
+static int64_t first_max_skipping_nan(const float *x, int64_t n)
+{
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] == x[i] && (best < 0 || x[i] > x[best]))
+            best = i;
+    return best;
+}
+
+/*
+ * Tensor parallelism, greedy rows [first, n_sel) of logits [n_sel, V/tp]:
+ * each rank picks over its vocabulary slice on the device, the (value,
+ * global id) pairs are gathered (2 floats per row and rank instead of
+ * V/tp), and rank 0 merges them in rank order with a strict comparison,
+ * which keeps the lowest global id among equal values. The device's rule
+ * makes a NaN at a slice's column 0 that slice's pick; that is the global
+ * pick only on rank 0 (global id 0 beats everything), so another rank
+ * then finds its slice's largest non-NaN value on the host (only when the
+ * model produced NaN logits).
+ */
+static int pick_tp(sy_engine *e, const sy_tensor *logits, int32_t n_sel, int32_t first, sy_err *err)
+{
+    const int64_t tp = e->tp_size, Vl = e->vocab_local;
+    void *di = e->device->inst;
+    int rc = e->dev->argmax(di, logits, e->pick_ids, e->pick_vals, err);
+    if (rc)
+        return rc;
+    bool fetched = false;
+    for (int32_t i = 0; i < n_sel; i++) {
+        float v = e->pick_vals[i];
+        int64_t id = e->pick_ids[i];
+        if (i >= first && e->tp_rank > 0 && id == 0 && v != v) {
+            const size_t bytes = sizeof(float) * (size_t)n_sel * (size_t)Vl;
+            if (!fetched && (rc = e->dev->download(di, e->gathered_host, logits, bytes, err)))
+                return rc;
+            fetched = true;
+            const float *row = e->gathered_host + (size_t)i * (size_t)Vl;
+            id = first_max_skipping_nan(row, Vl);
+            v = id < 0 ? v : row[id]; /* all NaN: the NaN value never wins the merge */
+            id = id < 0 ? 0 : id;
+        }
+        e->picks_host[2 * i] = v;
+        e->picks_host[2 * i + 1] = (float)(e->vocab_start + id);
+    }
+    sy_tensor p = rows(&e->picks, n_sel), g = rows(&e->picks_gathered, tp * n_sel);
+    if ((rc = e->dev->upload(di, &p, e->picks_host, sizeof(float) * 2 * (size_t)n_sel, err)) ||
+        (rc = e->com->allgather(e->comm->inst, &p, &g, err)))
+        return rc;
+    if (e->tp_rank != 0)
+        return SY_OK;
+    if ((rc = e->dev->download(di, e->picks_host, &g, sizeof(float) * 2 * (size_t)(tp * n_sel), err)))
+        return rc;
+    for (int32_t i = first; i < n_sel; i++) {
+        float best = e->picks_host[2 * i];
+        int32_t id = (int32_t)e->picks_host[2 * i + 1];
+        if (!(id == 0 && best != best)) /* else global column 0 is NaN: the host loop's pick too */
+            for (int64_t r = 1; r < tp; r++) {
+                const float *pr = e->picks_host + 2 * (r * n_sel + i);
+                if (pr[0] > best) {
+                    best = pr[0];
+                    id = (int32_t)pr[1];
+                }
+            }
+        *e->greedy_dst[i - first] = id;
+    }
+    return SY_OK;
+}
+
+/*
+ * The model head's outputs: logits rows [0, n_full) go to the caller (or
+ * take part in the gather), rows [n_full, n_sel) only need their greedy
+ * pick. With the device's argmax op those rows never leave the device;
+ * without it (or device_sampling = off) they are copied like the others,
+ * into the caller's buffer past its rows, and picked on the host.
+ */
+static int head_outputs(sy_engine *e, int32_t n_sel, int32_t n_full, float *out, sy_err *err)
+{
+    const int64_t V = e->mc->vocab;
+    const int32_t n_greedy = n_sel - n_full;
+    const bool tp = e->tp_size > 1;
+    void *di = e->device->inst;
+    int rc;
+    int32_t n_copy = n_sel;
+    if (n_greedy > 0 && e->dev_argmax) {
+        sy_tensor all = rows(&e->logits, n_sel);
+        if (tp)
+            rc = pick_tp(e, &all, n_sel, n_full, err);
+        else if (!(rc = e->dev->argmax(di, &all, e->pick_ids, NULL, err)))
+            for (int32_t g = 0; g < n_greedy; g++)
+                *e->greedy_dst[g] = e->pick_ids[n_full + g];
+        if (rc)
+            return rc;
+        if (e->device_picks == 0)
+            sy_debug("greedy picks: on the device (argmax op); their logits rows stay there");
+        e->device_picks += (uint64_t)n_greedy;
+        n_copy = n_full;
+    }
+    if (n_copy > 0) {
+        sy_tensor lr = rows(&e->logits, n_copy);
+        rc = tp ? gather_logits(e, &lr, n_copy, out, err)
+                : e->dev->download(di, out, &lr, sizeof(float) * (size_t)n_copy * (size_t)V, err);
+        if (rc)
+            return rc;
+    }
+    if (n_copy > n_full && out)
+        for (int32_t g = 0; g < n_greedy; g++)
+            *e->greedy_dst[g] = sy_greedy_pick(out + (size_t)(n_full + g) * (size_t)V, (int32_t)V);
     return SY_OK;
 }
 
@@ -213,8 +347,17 @@ int sy__engine_forward(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, fl
     if (rc)
         return rc;
 
-    /* Flatten the batch: token ids, positions, per-sequence tables. */
-    int32_t n_sel = 0;
+    /* Flatten the batch: token ids, positions, per-sequence tables. The rows
+     * that predict are selected full-logits rows first, greedy rows after
+     * (head_outputs copies only a prefix of them). */
+    int32_t n_greedy = 0;
+    for (int32_t s = 0; s < n_seqs; s++)
+        if (seqs[s].want_logits && seqs[s].greedy_id)
+            e->greedy_dst[n_greedy++] = seqs[s].greedy_id;
+    int32_t n_sel = 0, n_full = 0;
+    for (int32_t s = 0; s < n_seqs; s++)
+        n_full += seqs[s].want_logits && !seqs[s].greedy_id;
+    int32_t next_full = 0, next_greedy = n_full;
     const int32_t MB = e->max_blocks_per_seq;
     for (int32_t s = 0, t = 0; s < n_seqs; s++) {
         const sy_step_seq *q = &seqs[s];
@@ -226,8 +369,9 @@ int sy__engine_forward(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, fl
             e->pos[t] = q->ctx_len + i;
         }
         if (q->want_logits)
-            e->sel_rows[n_sel++] = t - 1;
+            e->sel_rows[q->greedy_id ? next_greedy++ : next_full++] = t - 1;
     }
+    n_sel = n_full + n_greedy;
     e->tok_start[n_seqs] = T;
     const sy_attn_batch batch = {.struct_size = sizeof(sy_attn_batch),
                                  .n_seqs = n_seqs,
@@ -320,7 +464,7 @@ int sy__engine_forward(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, fl
     if ((rc = dev->embed(di, &xn, e->sel_rows, n_sel, &sel, err)) ||
         (rc = dev->linear(di, &sel, &e->lm_head, NULL, &logits, err)))
         return rc;
-    if (tp)
-        return gather_logits(e, &logits, n_sel, logits_out, err);
-    return dev->download(di, logits_out, &logits, sizeof(float) * (size_t)n_sel * (size_t)c->vocab, err);
+    return head_outputs(e, n_sel, n_full, logits_out, err);
 }
+
+uint64_t sy_engine_device_picks(const sy_engine *e) { return e->device_picks; }

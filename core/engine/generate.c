@@ -58,6 +58,9 @@ int sy_generate(sy_engine *e, const int32_t *prompt, int32_t n_prompt, const sy_
         goto out;
     }
 
+    /* Greedy without a reader of the logits: the engine hands back only the pick. */
+    const bool greedy_only = p->sampling.temperature <= 0.0f && (!fn || p->fn_skips_logits);
+    int32_t pick = 0;
     double t0 = sy_now();
     const int32_t chunk = sy_engine_max_batch_tokens(e);
     int32_t done = 0;
@@ -68,7 +71,8 @@ int sy_generate(sy_engine *e, const int32_t *prompt, int32_t n_prompt, const sy_
                          .ctx_len = done,
                          .blocks = blocks,
                          .n_blocks = sy_kv_blocks_for(kv, done + n),
-                         .want_logits = done + n == n_prompt};
+                         .want_logits = done + n == n_prompt,
+                         .greedy_id = greedy_only ? &pick : NULL};
         if ((rc = sy_engine_step(e, &s, 1, logits, err)))
             goto release;
         done += n;
@@ -78,9 +82,9 @@ int sy_generate(sy_engine *e, const int32_t *prompt, int32_t n_prompt, const sy_
 
     int32_t pos = n_prompt;
     for (int32_t i = 0; i < p->max_tokens; i++) {
-        int32_t tok = sy_sampler_next(&sampler, logits);
+        int32_t tok = greedy_only ? pick : sy_sampler_next(&sampler, logits);
         stats->generated++;
-        int stop = fn ? fn(arg, tok, logits) : 0;
+        int stop = fn ? fn(arg, tok, greedy_only ? NULL : logits) : 0;
         if (!p->ignore_eos && is_eos(e, tok)) {
             stats->finish = "stop";
             break;
@@ -96,7 +100,8 @@ int sy_generate(sy_engine *e, const int32_t *prompt, int32_t n_prompt, const sy_
                          .ctx_len = pos,
                          .blocks = blocks,
                          .n_blocks = sy_kv_blocks_for(kv, pos + 1),
-                         .want_logits = true};
+                         .want_logits = true,
+                         .greedy_id = greedy_only ? &pick : NULL};
         if ((rc = sy_engine_step(e, &s, 1, logits, err)))
             goto release;
         pos++;

@@ -16,11 +16,15 @@ typedef struct sy_gen_params {
     int32_t max_tokens;
     sy_sampling sampling;
     bool ignore_eos;
+    /* The token callback does not read its logits: greedy steps may then pick
+     * on the device and pass it NULL (as does a NULL callback). */
+    bool fn_skips_logits;
 } sy_gen_params;
 
 /*
  * Called once per generated token with the logits that chose it (vocab
- * floats, host memory). Return non-zero to stop early.
+ * floats, host memory; NULL with fn_skips_logits when the device picked).
+ * Return non-zero to stop early.
  */
 typedef int (*sy_gen_token_fn)(void *arg, int32_t token, const float *logits);
 

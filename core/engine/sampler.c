@@ -6,9 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
+#include "sykargmax.h" /* the scan the cpu device plugin's argmax uses too */
 
 sy_sampling sy_sampling_default(void)
 {
@@ -90,43 +88,16 @@ void sy_sampler_fini(sy_sampler *s)
  * The lowest id among the largest logits; NaNs never win, but a NaN at id 0
  * does (nothing compares greater than it), as in the plain loop
  *     best = 0; for i: if (x[i] > x[best]) best = i;
- * which this computes in two vector passes: the maximum (maxps keeps the
- * running maximum when x is NaN), then its first occurrence (-0 == +0, as
- * the loop's ties). A greedy decode step calls it over the whole vocabulary.
+ * which syk_first_max computes in two vector passes: the maximum (maxps
+ * keeps the running maximum when x is NaN), then its first occurrence
+ * (-0 == +0, as the loop's ties). A greedy decode step calls it over the
+ * whole vocabulary.
  */
-static int32_t argmax(const float *x, int32_t n)
+int32_t sy_greedy_pick(const float *x, int32_t n)
 {
     if (n <= 1 || x[0] != x[0])
         return 0;
-#ifdef __SSE2__
-    __m128 m4 = _mm_set1_ps(x[0]);
-    int32_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        m4 = _mm_max_ps(_mm_loadu_ps(x + i), m4);
-    float lanes[4];
-    _mm_storeu_ps(lanes, m4);
-    float m = lanes[0];
-    for (int l = 1; l < 4; l++)
-        m = lanes[l] > m ? lanes[l] : m;
-    for (; i < n; i++)
-        m = x[i] > m ? x[i] : m;
-    const __m128 mv = _mm_set1_ps(m);
-    for (i = 0; i + 4 <= n; i += 4) {
-        const int mask = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(x + i), mv));
-        if (mask)
-            return i + __builtin_ctz((unsigned)mask);
-    }
-    for (; i < n; i++)
-        if (x[i] == m)
-            return i;
-    return 0; /* not reached: m is one of x */
-#else
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) /* strict: the lowest id wins a tie */
-            best = i;
-    return best;
-#endif
+    return (int32_t)syk_first_max(x, n); /* x[0] is a number, so there is a largest one */
 }
 
 /* Sorts idx[0..n) by prob descending, ties by id ascending. */
@@ -152,10 +123,10 @@ int32_t sy_sampler_next(sy_sampler *s, const float *logits)
 {
     const int32_t V = s->vocab;
     if (s->p.temperature <= 0.0f)
-        return argmax(logits, V);
+        return sy_greedy_pick(logits, V);
 
     /* Softmax at temperature T over all tokens. */
-    float mx = logits[argmax(logits, V)];
+    float mx = logits[sy_greedy_pick(logits, V)];
     double sum = 0.0;
     const float inv_t = 1.0f / s->p.temperature;
     for (int32_t i = 0; i < V; i++) {
@@ -172,7 +143,7 @@ int32_t sy_sampler_next(sy_sampler *s, const float *logits)
             s->idx[n++] = i;
     }
     if (n == 0)
-        return argmax(logits, V);
+        return sy_greedy_pick(logits, V);
 
     const int need_sort = (s->p.top_k > 0 && s->p.top_k < n) || s->p.top_p < 1.0f;
     if (need_sort) {
@@ -217,7 +188,7 @@ int32_t sy_sampler_next(sy_sampler *s, const float *logits)
 
 float sy_logprob(const float *logits, int32_t vocab, int32_t id)
 {
-    float mx = logits[argmax(logits, vocab)];
+    float mx = logits[sy_greedy_pick(logits, vocab)];
     double sum = 0.0;
     for (int32_t i = 0; i < vocab; i++)
         sum += exp((double)logits[i] - mx);

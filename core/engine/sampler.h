@@ -34,6 +34,14 @@ int sy_sampling_check(const sy_sampling *p, sy_err *err);
 
 int sy_sampler_init(sy_sampler *s, const sy_sampling *p, int32_t vocab, sy_err *err);
 void sy_sampler_fini(sy_sampler *s);
+/*
+ * The greedy pick: the index the loop
+ *     best = 0; for (i = 1; i < n; i++) if (x[i] > x[best]) best = i;
+ * ends on. The lowest index wins a tie (-0 equals +0); NaN is never
+ * greater than anything, so NaNs lose, except a NaN at index 0, which
+ * nothing beats. The device argmax op (plugin.h) follows the same rule.
+ */
+int32_t sy_greedy_pick(const float *x, int32_t n);
 /* Picks the next token from vocab logits (not modified). */
 int32_t sy_sampler_next(sy_sampler *s, const float *logits);
 /*

@@ -372,6 +372,129 @@ static void case_linear_multi(sy_pc *pc, sy_dtype dt)
     end(&d);
 }
 
+static int has_argmax(const sy_device_ops *o)
+{
+    return o->struct_size >= offsetof(sy_device_ops, argmax) + sizeof o->argmax && o->argmax;
+}
+
+/* The rule plugin.h gives for argmax, written as its loop. */
+static int32_t ref_argmax(const float *x, int64_t n)
+{
+    int32_t best = 0;
+    for (int64_t j = 1; j < n; j++)
+        if (x[j] > x[best])
+            best = (int32_t)j;
+    return best;
+}
+
+/*
+ * Rows with planted cases of the greedy rule. quantised: random values on
+ * a coarse grid, so most rows hold equal maxima; otherwise, per row r (mod
+ * 9): a tie far apart (the lower wins, across a parallel split of a long
+ * row), NaN at column 0 (it is the pick), NaNs around a planted maximum,
+ * all NaN but column 0, all -inf, -0 before +0 as the maximum, +inf twice,
+ * all NaN, plain random.
+ */
+static void fill_argmax_rows(sy_pc *pc, float *x, int64_t R, int64_t V, int quantised)
+{
+    sy_pc_fill(pc, x, (size_t)(R * V), 4);
+    for (int64_t r = 0; r < R; r++) {
+        float *row = x + r * V;
+        const int64_t a = V / 3, b = V - 1 - V / 5;
+        if (quantised) {
+            for (int64_t j = 0; j < V; j++)
+                row[j] = floorf(row[j]);
+            continue;
+        }
+        switch (r % 9) {
+        case 0:
+            row[a] = row[b] = 9.0f;
+            break;
+        case 1:
+            row[0] = NAN;
+            row[b] = 9.0f;
+            break;
+        case 2:
+            for (int64_t j = 1; j < V; j += 7)
+                row[j] = NAN;
+            row[b] = 9.0f;
+            if (b > 0)
+                row[b - 1] = NAN;
+            break;
+        case 3:
+            for (int64_t j = 1; j < V; j++)
+                row[j] = NAN;
+            break;
+        case 4:
+            for (int64_t j = 0; j < V; j++)
+                row[j] = -INFINITY;
+            break;
+        case 5:
+            for (int64_t j = 0; j < V; j++)
+                row[j] = -1.0f - fabsf(row[j]);
+            row[a] = -0.0f;
+            row[b] = 0.0f;
+            break;
+        case 6:
+            row[a] = row[b] = INFINITY;
+            break;
+        case 7:
+            for (int64_t j = 0; j < V; j++)
+                row[j] = NAN;
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+static void case_argmax(sy_pc *pc, int64_t R, int64_t V, int quantised)
+{
+    char cas[80];
+    snprintf(cas, sizeof cas, "[%lld, %lld] %s", (long long)R, (long long)V,
+             quantised ? "values on a grid (ties)" : "planted ties, NaN, +-0, +-inf");
+    if (!has_argmax(pc->desc->ops)) {
+        sy_pc_row(pc, "argmax", cas, SY_PC_SKIP, -1, -1, "optional op not provided");
+        return;
+    }
+    dev d;
+    if (begin(&d, pc, "argmax", cas))
+        return;
+    float *x = malloc(sizeof(float) * (size_t)(R * V));
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)R);
+    float *vals = malloc(sizeof(float) * (size_t)R);
+    int rc = SY_ERR_NOMEM;
+    const char *step = "alloc/upload";
+    double wrong = 0;
+    if (x && ids && vals) {
+        fill_argmax_rows(pc, x, R, V, quantised);
+        sy_tensor *t = act(&d, R, V, x, &rc);
+        if (t) {
+            step = "argmax";
+            rc = d.ops->argmax(d.inst, t, ids, vals, &d.err);
+        }
+        /* Rows whose id or value differs from the loop's (a NaN value matches a NaN). */
+        for (int64_t r = 0; r < R && !rc; r++) {
+            const int32_t want = ref_argmax(x + r * V, V);
+            const float wv = x[r * V + want];
+            if (ids[r] != want || !(vals[r] == wv || (vals[r] != vals[r] && wv != wv))) {
+                if (wrong == 0)
+                    snprintf(d.note, sizeof d.note, "row %lld: id %d value %g, expected id %d value %g", (long long)r,
+                             ids[r], (double)vals[r], want, (double)wv);
+                wrong++;
+            }
+        }
+    }
+    if (!rc && wrong > 0)
+        sy_pc_row(pc, "argmax", cas, SY_PC_FAIL, wrong, 0, d.note);
+    else
+        verdict(&d, "argmax", cas, rc, step, wrong, 0);
+    end(&d);
+    free(x);
+    free(ids);
+    free(vals);
+}
+
 static void case_rope(sy_pc *pc, int neox, int rotary, float mscale)
 {
     enum { N = 6, HEADS = 3, D = 32 };
@@ -594,6 +717,10 @@ int sy_pc_check_device(sy_pc *pc)
     }
     case_linear_multi(pc, SY_DTYPE_F32);
     case_linear_multi(pc, SY_DTYPE_BF16);
+    case_argmax(pc, 9, 70001, 0);
+    case_argmax(pc, 18, 37, 0);
+    case_argmax(pc, 3, 1, 0);
+    case_argmax(pc, 70, 1000, 1);
     case_rope(pc, 1, 32, 1.0f);
     case_rope(pc, 0, 16, 1.2f);
     case_elementwise(pc, 1);

@@ -28,6 +28,7 @@ struct sy_sched {
     int32_t n_batch;
     sy_step_seq *steps; /* [max_seqs] */
     float *logits;      /* [max_seqs * vocab] */
+    int32_t *picks;     /* [max_seqs] greedy picks the engine made (sy_seq_greedy_only sequences) */
     uint64_t n_steps, n_preempted, n_cached_tokens;
     /* Set by a preemption, cleared when a running sequence retires: the pool
      * is full, so a request admitted before blocks come back (the victim
@@ -121,7 +122,8 @@ int sy_sched_new(sy_engine *e, sy_serve_metrics *metrics, sy_sched **out, sy_err
     s->batch = malloc(sizeof(sy_seq *) * (size_t)s->max_seqs);
     s->steps = malloc(sizeof(sy_step_seq) * (size_t)s->max_seqs);
     s->logits = malloc(sizeof(float) * (size_t)s->max_seqs * (size_t)s->vocab);
-    if (!s->pc || !s->snap || !s->batch || !s->steps || !s->logits) {
+    s->picks = malloc(sizeof(int32_t) * (size_t)s->max_seqs);
+    if (!s->pc || !s->snap || !s->batch || !s->steps || !s->logits || !s->picks) {
         sy_sched_free(s);
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate scheduler buffers for %d sequences x %d logits",
                           s->max_seqs, s->vocab);
@@ -200,6 +202,7 @@ void sy_sched_free(sy_sched *s)
     free(s->batch);
     free(s->steps);
     free(s->logits);
+    free(s->picks);
     free(s);
 }
 
@@ -453,6 +456,8 @@ int sy_sched_step(sy_sched *s, sy_err *err)
                                     .blocks = q->blocks,
                                     .n_blocks = sy_kv_blocks_for(s->kv, q->n_computed + q->step_tokens),
                                     .want_logits = q->n_computed + q->step_tokens == q->n_tokens};
+        if (sy_seq_greedy_only(q))
+            s->steps[i].greedy_id = &s->picks[i];
     }
     const int32_t n = s->n_batch;
     int rc = sy_engine_step(s->e, s->steps, n, s->logits, err);
@@ -475,7 +480,9 @@ int sy_sched_step(sy_sched *s, sy_err *err)
         if (!want)
             continue;
         sy_err oerr = {{0}};
-        int r = sy_seq_on_logits(q, &s->out, s->logits + (size_t)row++ * (size_t)s->vocab, &oerr);
+        /* Greedy sequences got their pick and no logits row (rows are packed). */
+        int r = s->steps[i].greedy_id ? sy_seq_on_pick(q, &s->out, s->picks[i], &oerr)
+                                      : sy_seq_on_logits(q, &s->out, s->logits + (size_t)row++ * (size_t)s->vocab, &oerr);
         generated++;
         if (s->m) {
             pthread_mutex_lock(&s->m->lock);

@@ -85,6 +85,15 @@ void sy_out_ctx_fini(sy_out_ctx *o);
  * failure (the caller then fails the request).
  */
 int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err);
+/*
+ * Whether the next token is the plain greedy pick of the model's logits:
+ * temperature 0, no penalty, no logprobs and min_tokens reached (before it
+ * EOS and stop ids are masked). The engine may then pick on the device and
+ * the caller passes the pick to sy_seq_on_pick instead of the logits.
+ */
+bool sy_seq_greedy_only(const sy_seq *s);
+/* sy_seq_on_logits for a sequence whose token tok was picked for it (sy_seq_greedy_only held). */
+int sy_seq_on_pick(sy_seq *s, sy_out_ctx *o, int32_t tok, sy_err *err);
 /* Sends the final event of a request that did not finish by itself. */
 void sy_seq_emit_done(sy_seq *s, const char *finish_reason);
 void sy_seq_emit_error(sy_seq *s, int status, const char *msg);

@@ -273,6 +273,22 @@ static float logprobs(const float *x, int32_t V, int32_t chosen, int32_t n, int3
     return (float)((double)x[chosen] - lse);
 }
 
+static int on_token(sy_seq *s, sy_out_ctx *o, int32_t tok, const float *logits, sy_err *err);
+
+bool sy_seq_greedy_only(const sy_seq *s)
+{
+    return s->sampler.p.temperature <= 0.0f && !s->pen_counts && s->top_logprobs < 0 &&
+           s->n_generated >= s->min_tokens;
+}
+
+int sy_seq_on_pick(sy_seq *s, sy_out_ctx *o, int32_t tok, sy_err *err)
+{
+    if (tok < 0 || tok >= o->vocab)
+        return sy_err_set(err, SY_ERR_INTERNAL, "the engine picked token %d, outside the vocabulary [0, %d)", tok,
+                          o->vocab);
+    return on_token(s, o, tok, NULL, err);
+}
+
 int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err)
 {
     const int32_t V = o->vocab;
@@ -293,14 +309,20 @@ int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err)
         }
         dist = o->work;
     }
-    const int32_t tok = sy_sampler_next(&s->sampler, dist);
+    return on_token(s, o, sy_sampler_next(&s->sampler, dist), logits, err);
+}
+
+/* Appends tok and emits its events; logits (for logprobs) may be NULL when none are asked for. */
+static int on_token(sy_seq *s, sy_out_ctx *o, int32_t tok, const float *logits, sy_err *err)
+{
+    const int32_t V = o->vocab;
     s->tokens[s->n_tokens++] = tok;
     s->n_generated++;
 
     sy_event ev;
     base_event(s, &ev, SY_EV_TEXT);
     float lp = 0.0f;
-    if (s->top_logprobs >= 0) {
+    if (s->top_logprobs >= 0 && logits) {
         lp = logprobs(logits, V, tok, s->top_logprobs, o->top_ids, o->top_lps);
         ev.logprobs = &lp;
         ev.top_ids = o->top_ids;

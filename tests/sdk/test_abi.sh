@@ -36,10 +36,11 @@ else
     bad "old device table: $(ids_of "$tmp/old.err") vs $(ids_of "$tmp/cpu.err"): $(cat "$tmp/old.err")"
 fi
 "$sy" plugin-check "$SY_TEST_PLUGIN_DIR/sysdk-olddev.so" --set "inner=$SY_PLUGIN_DIR/sy-device-cpu.so" >"$tmp/pc.out" 2>&1
-if grep -q 'ops table 120 bytes (host 128)' "$tmp/pc.out" &&
+if grep -q 'ops table 120 bytes (host 136)' "$tmp/pc.out" &&
     grep -Eq '^device +linear_multi .* SKIP .*optional op not provided' "$tmp/pc.out" &&
+    grep -Eq '^device +argmax .* SKIP .*optional op not provided' "$tmp/pc.out" &&
     grep -q ' 0 failed' "$tmp/pc.out"; then
-    ok "plugin-check: the old table's size is shown, linear_multi skipped, every op OK"
+    ok "plugin-check: the old table's size is shown, linear_multi and argmax skipped, every op OK"
 else
     bad "plugin-check of the old table: $(cat "$tmp/pc.out")"
 fi

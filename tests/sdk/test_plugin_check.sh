@@ -30,7 +30,7 @@ passes() { # file, expected OK rows at least, then extra arguments
     fi
 }
 # descriptor, keys, probe, create + the kind's cases
-passes "$SY_PLUGIN_DIR/sy-device-cpu.so" 23
+passes "$SY_PLUGIN_DIR/sy-device-cpu.so" 27 # 23 + the four argmax rows
 passes "$SY_PLUGIN_DIR/sy-attn-cpu.so" 10
 passes "$SY_PLUGIN_DIR/sy-attn-cpu-ref.so" 10
 passes "$SY_PLUGIN_DIR/sy-moe-cpu.so" 16 # 14 + the two set_expert_range rows
@@ -45,6 +45,12 @@ if grep -Eq '^device +linear +bf16 n=7 k=96 m=130 \+bias +OK +[0-9.]+e-[0-9]+ +2
     ok "a device row names the op, dtype, shape, error and tolerance"
 else
     bad "device rows: $(cat "$tmp/dev.out")"
+fi
+# The greedy pick on the device against the host loop: planted ties, NaN, +-0, +-inf, long rows split over workers.
+if [ "$(grep -Ec '^device +argmax .* OK ' "$tmp/dev.out")" -eq 4 ]; then
+    ok "device argmax: 4 cases agree with the host rule"
+else
+    bad "device argmax rows: $(grep argmax "$tmp/dev.out")"
 fi
 
 fails() { # label, expected text, file, then extra arguments

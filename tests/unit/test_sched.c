@@ -305,6 +305,8 @@ static void test_equality(const model_case *mc)
     ref_run *ref_mix = calloc(N_MIX, sizeof *ref_mix), *ref_shared = calloc(N_MIX, sizeof *ref_shared);
     reference(e, &mix, max_tokens, ref_mix);
     reference(e, &shared, max_tokens, ref_shared);
+    /* The reference reads its logits on the host; the scheduler's greedy requests take the device's picks. */
+    const uint64_t host_picks = sy_engine_device_picks(e);
 
     sy_server *srv = start_server(e, 64, true);
     int32_t cached = 0;
@@ -321,6 +323,7 @@ static void test_equality(const model_case *mc)
     snprintf(what, sizeof what, "%s shared prefix again", mc->name);
     run_set(srv, &shared, max_tokens, ref_shared, true, what, &cached2);
     CHECK(cached2 > 0);
+    CHECK(host_picks == 0 && sy_engine_device_picks(e) > 0);
     sy_server_stats st;
     sy_server_stats_get(srv, &st);
     CHECK(st.sched.cached_tokens > 0);

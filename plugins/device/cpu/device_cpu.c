@@ -270,6 +270,7 @@ static const sy_device_ops ops = {
     .add = sy__cpu_add,
     .synchronize = dev_synchronize,
     .linear_multi = sy__cpu_linear_multi,
+    .argmax = sy__cpu_argmax,
 };
 
 static const sy_plugin_desc desc = {

@@ -35,5 +35,6 @@ int sy__cpu_linear_multi(void *inst, const sy_tensor *x, int32_t n, const sy_ten
 int sy__cpu_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_params *p, sy_err *err);
 int sy__cpu_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up, sy_tensor *out, sy_err *err);
 int sy__cpu_add(void *inst, sy_tensor *acc, const sy_tensor *x, sy_err *err);
+int sy__cpu_argmax(void *inst, const sy_tensor *x, int32_t *ids_out, float *vals_out, sy_err *err);
 
 #endif

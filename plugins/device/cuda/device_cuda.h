@@ -29,6 +29,7 @@ typedef struct sy_cuda_dev {
     syc_buf freq;       /* rope inv_freq */
     syc_buf act16;      /* linear: activations in the weight's 16-bit type */
     syc_buf tmp;        /* linear: the two halves' products */
+    syc_buf pick;       /* argmax: each row's id, then its value */
     syc_buf wdq;        /* linear on FP8/NVFP4 weights, n > 8: one tile of dequantised weight rows */
 } sy_cuda_dev;
 
@@ -45,5 +46,6 @@ int sy__cuda_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy
 int sy__cuda_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_params *p, sy_err *err);
 int sy__cuda_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up, sy_tensor *out, sy_err *err);
 int sy__cuda_add(void *inst, sy_tensor *acc, const sy_tensor *x, sy_err *err);
+int sy__cuda_argmax(void *inst, const sy_tensor *x, int32_t *ids_out, float *vals_out, sy_err *err);
 
 #endif

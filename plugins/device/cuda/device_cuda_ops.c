@@ -225,3 +225,34 @@ int sy__cuda_add(void *inst, sy_tensor *acc, const sy_tensor *x, sy_err *err)
     sydk_add(a.p, a.ld, b.p, b.ld, a.rows, a.cols);
     return syc_launched(err, "add");
 }
+
+/* ----------------------------------------------------------------- argmax */
+
+int sy__cuda_argmax(void *inst, const sy_tensor *x, int32_t *ids_out, float *vals_out, sy_err *err)
+{
+    sy_cuda_dev *d = inst;
+    sydev_rows v;
+    int rc = sydev_f32_rows(x, "argmax", "x", &v, err);
+    if (rc)
+        return rc;
+    if (v.cols < 1 || v.cols > INT32_MAX)
+        return sy_err_set(err, SY_ERR_INVALID, "argmax: x must have 1..%d columns, found %lld", INT32_MAX,
+                          (long long)v.cols);
+    if (v.rows > 0 && !ids_out)
+        return sy_err_set(err, SY_ERR_INVALID, "argmax: ids_out is NULL");
+    if (v.rows == 0)
+        return SY_OK;
+    const size_t n = (size_t)v.rows;
+    if ((rc = sy__cuda_enter(d, err)) || (rc = sy__cuda_buf(d, &d->pick, n * (sizeof(int32_t) + sizeof(float)), "argmax", err)))
+        return rc;
+    int32_t *ids_dev = d->pick.p;
+    float *vals_dev = (float *)(ids_dev + n);
+    sydk_argmax(v.p, v.ld, v.rows, v.cols, ids_dev, vals_dev);
+    if ((rc = syc_launched(err, "argmax")))
+        return rc;
+    /* cudaMemcpy on the legacy stream waits for the kernel (and everything queued before it). */
+    SYC_TRY(err, cudaMemcpy(ids_out, ids_dev, n * sizeof(int32_t), cudaMemcpyDeviceToHost), "argmax: ids download");
+    if (vals_out)
+        SYC_TRY(err, cudaMemcpy(vals_out, vals_dev, n * sizeof(float), cudaMemcpyDeviceToHost), "argmax: values download");
+    return SY_OK;
+}

@@ -28,6 +28,8 @@ void sydk_split(const float *x, int64_t ldx, int64_t n, int64_t k, void *dst, in
 /* halves 1: out = tmp[:n] + tmp[n:] (+ bias); halves 0: out += bias. */
 void sydk_combine(const float *tmp, int64_t n, int64_t m, const void *bias, int bdt, float *out, int64_t ldo,
                   int halves);
+/* ids_dev[r], vals_dev[r]: the greedy pick of row r of x and its value (the rule of sy_device_ops.argmax). */
+void sydk_argmax(const float *x, int64_t ldx, int64_t rows, int64_t cols, int32_t *ids_dev, float *vals_dev);
 
 #ifdef __cplusplus
 }
