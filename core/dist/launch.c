@@ -198,6 +198,7 @@ static int start_nodes(sy_dist *d, const sy_dist_opts *o, sy_config *cfg, sy_err
             /* The ";fd=" part hands node 0's comm socket to rank 0 only. */
             d->rendezvous[strcspn(d->rendezvous, ";")] = 0;
             d->ed.rank = base + l;
+            d->ed.local_rank = l;
             free(r);
             return SY_OK;
         }
@@ -213,6 +214,7 @@ static int start_nodes(sy_dist *d, const sy_dist_opts *o, sy_config *cfg, sy_err
     if (o->node_rank != 0) {
         d->fds[0] = r->fds[0];
         d->ed.rank = base;
+        d->ed.local_rank = 0;
         d->follower = true;
         if (sy_log_get_level() == SY_LOG_INFO)
             sy_log_set_level(SY_LOG_WARN);
@@ -245,7 +247,8 @@ static int start_launched(sy_dist *d, const sy_dist_opts *o, sy_config *cfg, int
     if (rc)
         return rc;
     snprintf(d->rendezvous, sizeof d->rendezvous, "mpirun");
-    d->ed = (sy_engine_dist){.rank = -1, .world = world, .rendezvous = d->rendezvous,
+    d->ed = (sy_engine_dist){.rank = -1, .world = world, .local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0),
+                             .rendezvous = d->rendezvous,
                              .timeout_s = o->timeout_s > 0 ? o->timeout_s : 60, .plan_fds = NULL};
     d->follower = rank != 0;
     if (d->follower && sy_log_get_level() == SY_LOG_INFO)
@@ -274,16 +277,13 @@ int sy_dist_start(sy_dist *d, const sy_dist_opts *o, sy_config *cfg, const char 
 
     const char *plugin = sy_config_get(cfg, "comm", "plugin");
     if (!plugin || !*plugin || !strcmp(plugin, "auto") || !strcmp(plugin, "local")) {
-        /* local (the shipped config's choice for one process) is a group of one; the forked ranks of one node
-         * join over shm, or over nccl when they run on GPUs (shm is a CPU plugin; cuda-p2p is faster on
-         * NVLink but refuses on many PCIe hosts, so it is used only when named). */
-        const char *dev = sy_config_get(cfg, "device", "plugin");
-        const char *pick = dev && !strcmp(dev, "cuda") ? "nccl" : "shm";
-        sy_info("--tp %d: [comm] plugin = %s; the ranks use comm %s", o->tp, plugin && *plugin ? plugin : "auto",
-                pick);
-        char set[32];
-        snprintf(set, sizeof set, "comm.plugin=%s", pick);
-        if (sy_config_set(cfg, set, err))
+        /* local (the shipped config's choice for one process) is a group of one. Which plugin joins the
+         * forked ranks is left to each rank's engine: only it knows the device and can fall back when the
+         * best one's setup refuses (cuda-p2p without peer access: nccl; on CPUs: shm), see join_auto. */
+        sy_info("--tp %d: [comm] plugin = %s; each rank takes the best comm plugin for its device that accepts "
+                "the group (auto)",
+                o->tp, plugin && *plugin ? plugin : "auto");
+        if (sy_config_set(cfg, "comm.plugin=auto", err))
             return SY_ERR_INVALID;
     } else if (!strcmp(plugin, "mpi")) {
         return sy_err_set(err, SY_ERR_INVALID,
@@ -322,6 +322,7 @@ int sy_dist_start(sy_dist *d, const sy_dist_opts *o, sy_config *cfg, const char 
                 d->fds[j] = -1;
             d->fds[0] = sv[1];
             d->ed.rank = r;
+            d->ed.local_rank = r;
             d->ed.plan_fds = d->fds;
             d->follower = true;
             /* Rank 0 already says what every rank does; followers speak up for problems only. */

@@ -32,6 +32,9 @@ static const sy_key_decl scheduler_keys[] = {
     {"max_waiting", SY_KEY_INT, "1024", "requests queued beyond the running ones; more are refused (serve)", 1, 1 << 20,
      NULL},
     {"drain_timeout", SY_KEY_FLOAT, "30", "seconds serve waits for in-flight requests on SIGINT/SIGTERM", 0, 86400, NULL},
+    {"device_sampling", SY_KEY_ENUM, "auto",
+     "greedy picks by the device's argmax op when it has one (auto) or from logits copied to the host (off)", 0, 0,
+     "auto|off"},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -42,8 +45,8 @@ static const char *kv_str(const sy_kv *kv, size_t n, const char *key)
 }
 
 /* Resolves and creates the plugin of one section. */
-static int open_plugin(sy_engine *e, const sy_config *cfg, const char *section, sy_plugin_kind kind,
-                       const char *dflt, const char *device, sy_plugin_inst **out, sy_err *err)
+int sy__engine_open_plugin(sy_engine *e, const sy_config *cfg, const char *section, sy_plugin_kind kind,
+                           const char *dflt, const char *device, sy_plugin_inst **out, sy_err *err)
 {
     const char *spec = sy_config_get(cfg, section, "plugin");
     if (!spec || !*spec)
@@ -259,7 +262,7 @@ static int setup_attention(sy_engine *e, const sy_config *cfg, const sy_kv *sk, 
 static int setup_moe(sy_engine *e, const sy_config *cfg, sy_err *err)
 {
     const sy_model_config *c = e->mc;
-    int rc = open_plugin(e, cfg, "moe", SY_KIND_MOE, "auto", e->device->plugin->desc->device, &e->moe, err);
+    int rc = sy__engine_open_plugin(e, cfg, "moe", SY_KIND_MOE, "auto", e->device->plugin->desc->device, &e->moe, err);
     if (rc)
         return rc;
     e->mo = e->moe->ops;
@@ -298,62 +301,6 @@ static int setup_moe(sy_engine *e, const sy_config *cfg, sy_err *err)
     return e->mo->set_expert_range(e->moe->inst, e->ep_first, e->ep_count, err);
 }
 
-/*
- * Joins the tensor-parallel group (dist NULL or a world of one: a group of
- * one, nothing to join) and works out this rank's share: the sizes must
- * divide evenly.
- */
-static int join_group(sy_engine *e, const sy_engine_dist *dist, sy_err *err)
-{
-    e->com = e->comm->ops;
-    e->tp_rank = 0;
-    e->tp_size = 1;
-    e->vocab_local = e->mc->vocab;
-    e->vocab_start = 0;
-    if (!dist || (dist->world <= 1 && dist->rank >= 0)) {
-        e->expert_parallel = false; /* one rank holds every expert either way */
-        return SY_OK;
-    }
-    const char *name = e->comm->plugin->desc->name;
-    if (e->com->struct_size < offsetof(sy_comm_ops, setup) + sizeof e->com->setup || !e->com->setup)
-        return sy_err_set(err, SY_ERR_UNSUPPORTED, "comm plugin %s has no setup op, so it cannot join %d ranks", name,
-                          dist->world);
-    int rc = e->com->setup(e->comm->inst, dist->rank, dist->world, dist->rendezvous, dist->timeout_s, err);
-    if (rc) {
-        char why[sizeof err->msg];
-        snprintf(why, sizeof why, "%s", err->msg);
-        return sy_err_set(err, rc, "tensor parallel rank %d of %d: comm plugin %s cannot join the group: %s",
-                          dist->rank, dist->world, name, why);
-    }
-    e->tp_rank = e->com->rank(e->comm->inst);
-    e->tp_size = e->com->size(e->comm->inst);
-    if (dist->world > 0 && e->tp_size != dist->world)
-        return sy_err_set(err, SY_ERR_INVALID, "tensor parallel: expected %d ranks, comm plugin %s has %d",
-                          dist->world, name, e->tp_size);
-    e->expert_parallel = e->expert_parallel && e->tp_size > 1; /* one rank holds every expert either way */
-    if ((rc = sy_engine_parallel_check(e->mc, e->tp_size, e->expert_parallel, err)))
-        return rc;
-    if (e->expert_parallel) {
-        e->ep_count = e->mc->n_experts / e->tp_size;
-        e->ep_first = e->tp_rank * e->ep_count;
-    }
-    e->vocab_local = e->mc->vocab / e->tp_size;
-    e->vocab_start = e->tp_rank * e->vocab_local;
-    e->chan = (sy_plan_chan){.rank = e->tp_rank, .world = e->tp_size, .sockets = dist->plan_fds != NULL,
-                             .timeout_s = dist->timeout_s, .com = e->com, .comm_inst = e->comm->inst};
-    const int n_fds = e->tp_rank == 0 ? e->tp_size : 1;
-    if (dist->plan_fds && n_fds > (int)(sizeof e->chan.fds / sizeof e->chan.fds[0]))
-        return sy_err_set(err, SY_ERR_INVALID, "tensor parallel: %d ranks, at most %zu", e->tp_size,
-                          sizeof e->chan.fds / sizeof e->chan.fds[0]);
-    for (int r = 0; dist->plan_fds && r < n_fds; r++)
-        e->chan.fds[r] = dist->plan_fds[r];
-    /* Well inside the followers' timeout, and often enough that a dead follower is noticed soon. */
-    e->heartbeat_s = dist->timeout_s > 0 ? dist->timeout_s / 4 : 5.0;
-    if (e->heartbeat_s > 5.0)
-        e->heartbeat_s = 5.0;
-    return SY_OK;
-}
-
 int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine **out, sy_err *err)
 {
     *out = NULL;
@@ -361,6 +308,9 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
     if (!e)
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the engine");
     sy_host_init(&e->host);
+    /* Before the device opens: a GPU device plugin takes it as its default GPU. */
+    if (opts && opts->dist)
+        e->host.api.local_rank = opts->dist->local_rank;
 
     sy_kv *mk = NULL, *sk = NULL;
     size_t nmk = 0, nsk = 0;
@@ -372,7 +322,7 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
         goto fail;
 
     /* Device first: its worker pool serves every other plugin. */
-    if ((rc = open_plugin(e, cfg, "device", SY_KIND_DEVICE, "auto", NULL, &e->device, err)))
+    if ((rc = sy__engine_open_plugin(e, cfg, "device", SY_KIND_DEVICE, "auto", NULL, &e->device, err)))
         goto fail;
     e->dev = e->device->ops;
     const char *fuse = getenv("SY_ENGINE_FUSE");
@@ -407,6 +357,8 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
     if (e->max_seq_len <= 0 || e->max_seq_len > e->mc->max_pos)
         e->max_seq_len = e->mc->max_pos;
     e->max_batch_tokens = (int32_t)sy_kv_int(sk, nsk, "max_batch_tokens", 2048);
+    e->dev_argmax = strcmp(kv_str(sk, nsk, "device_sampling"), "off") != 0 &&
+                    e->dev->struct_size >= offsetof(sy_device_ops, argmax) + sizeof e->dev->argmax && e->dev->argmax;
     e->max_seqs = (int32_t)sy_kv_int(sk, nsk, "max_running", 64);
     if (e->max_seqs > e->max_batch_tokens)
         e->max_seqs = e->max_batch_tokens;
@@ -414,10 +366,9 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
     e->max_blocks_per_seq = (e->max_seq_len + bs - 1) / bs;
 
     /* The group first: how the weights are split depends on this rank's place in it. */
-    if ((rc = open_plugin(e, cfg, "comm", SY_KIND_COMM, "local", device_name, &e->comm, err)) ||
-        (rc = join_group(e, opts ? opts->dist : NULL, err)))
+    if ((rc = sy__engine_join_group(e, cfg, opts ? opts->dist : NULL, device_name, err)))
         goto fail;
-    if ((rc = open_plugin(e, cfg, "attention", SY_KIND_ATTN, "auto", device_name, &e->attn, err)))
+    if ((rc = sy__engine_open_plugin(e, cfg, "attention", SY_KIND_ATTN, "auto", device_name, &e->attn, err)))
         goto fail;
     e->att = e->attn->ops;
     if ((rc = setup_attention(e, cfg, sk, nsk, err)))

@@ -28,6 +28,7 @@ typedef struct sy_engine sy_engine;
 typedef struct sy_engine_dist {
     int rank;               /* < 0: the launcher says (mpirun, with [comm] plugin = mpi) */
     int world;              /* ranks in the group; <= 0 with rank < 0: the launcher says */
+    int local_rank;         /* this rank's place among the ranks of its node (sy_host.local_rank) */
     const char *rendezvous; /* unique per run: the comm plugin's setup() meeting point */
     double timeout_s;       /* bounds the rendezvous, every collective and a follower's wait for a plan */
     const int *plan_fds;    /* rank 0: [world] sockets to the followers (index 0 unused); a follower:
@@ -68,14 +69,28 @@ typedef struct sy_step_seq {
     const int32_t *blocks; /* block table covering ctx_len + n_tokens */
     int32_t n_blocks;
     bool want_logits;      /* logits after the last new token */
+    /* With want_logits: only the greedy pick (sy_sampler's rule) is needed;
+     * the step writes it here instead of a logits row, picking on the device
+     * when it can (see sy_engine_device_picks). */
+    int32_t *greedy_id;
 } sy_step_seq;
 
 /*
  * Runs the model over the batch: writes K/V of the new tokens into each
- * sequence's blocks and, for each sequence with want_logits, one row of
- * vocab logits into logits (rows in sequence order).
+ * sequence's blocks and, for each sequence with want_logits and no
+ * greedy_id, one row of vocab logits into logits (rows in sequence order,
+ * greedy_id sequences taking no row). logits has room for a row per
+ * want_logits sequence all the same: past the rows it is scratch (the
+ * host picks when the device does not).
  */
 int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float *logits, sy_err *err);
+
+/*
+ * Greedy picks made by the device's argmax op so far (logits rows that were
+ * never copied to the host); 0 when the device has no such op or
+ * [scheduler] device_sampling = off, where the engine picks on the host.
+ */
+uint64_t sy_engine_device_picks(const sy_engine *e);
 
 /* Copies KV blocks src[i] -> dst[i] (prefix-cache copy-on-write), on every rank. */
 int sy_engine_copy_blocks(sy_engine *e, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err);

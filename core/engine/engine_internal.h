@@ -19,6 +19,10 @@ struct sy_engine {
     /* The device has the optional linear_multi op and SY_ENGINE_FUSE is not "0"
      * (forcing separate calls for A/B timing or bisecting a device). */
     bool linear_multi;
+    /* The device has the optional argmax op and [scheduler] device_sampling
+     * is not off: greedy rows are picked on the device (forward.c). */
+    bool dev_argmax;
+    uint64_t device_picks; /* rows picked so: what sy_engine_device_picks reports */
     char describe[256];
 
     sy_model *model;
@@ -42,6 +46,9 @@ struct sy_engine {
     sy_tensor h, xn, q, k, v, att_out, proj, gate, up, router, sel, logits;
     /* Host-side step description. */
     int32_t *ids, *pos, *tok_start, *ctx_len, *block_table, *sel_rows;
+    /* Greedy rows of a step: where each pick goes, the picks and their values ([max_seqs]). */
+    int32_t **greedy_dst, *pick_ids;
+    float *pick_vals;
     /* Shared experts' output [T, H] (DeepSeek-V3, GLM); multi-head latent attention state (forward_mla.c). */
     sy_tensor sh_out;
     struct sy_mla *mla;
@@ -58,6 +65,8 @@ struct sy_engine {
     int32_t *ids_local;       /* ids mapped into the embedding slice (vocab_local: the zero row) */
     sy_tensor gathered;       /* [tp_size * max_seqs, vocab_local]: every rank's logits */
     float *gathered_host;
+    sy_tensor picks, picks_gathered; /* [max_seqs, 2], [tp_size * max_seqs, 2]: each rank's (value, global id) */
+    float *picks_host;               /* [tp_size * max_seqs * 2] */
     void **tp_bufs;           /* weight copies the prepared weights and the moe plugin point into */
     size_t n_tp_bufs, cap_tp_bufs;
     sy_plan_chan chan;
@@ -67,6 +76,15 @@ struct sy_engine {
     double heartbeat_s, last_plan_s;
 };
 
+/* Resolves [section] plugin (dflt when unset) for the device and creates the instance. */
+int sy__engine_open_plugin(struct sy_engine *e, const sy_config *cfg, const char *section, sy_plugin_kind kind,
+                           const char *dflt, const char *device, sy_plugin_inst **out, sy_err *err);
+/*
+ * Opens [comm] and joins the tensor-parallel group (dist NULL or a world of
+ * one: a group of one), then sets this rank's share; group.c.
+ */
+int sy__engine_join_group(struct sy_engine *e, const sy_config *cfg, const sy_engine_dist *dist, const char *device,
+                          sy_err *err);
 /* forward.c */
 int sy__engine_alloc_activations(struct sy_engine *e, sy_err *err);
 void sy__engine_free_activations(struct sy_engine *e);

@@ -600,32 +600,12 @@ static int pinned(const sy_plugin *p, const sy_host *host, sy_plugin **out, sy_e
     return SY_OK;
 }
 
-static int resolve_auto(sy_loader *ld, sy_plugin_kind kind, const char *device, const sy_host *host,
-                        sy_plugin **out, sy_err *err)
+/* auto found nothing that can run: every plugin of the kind and why, or where it looked. */
+static int none_can_run(sy_loader *ld, sy_plugin_kind kind, const char *device, const sy_host *host, int n_cand,
+                        sy_err *err)
 {
     const char *kn = sy_kind_name(kind);
-    size_t best = 0;
-    int best_score = 0, n_cand = 0;
     char why[sizeof(((sy_err *)0)->msg)];
-    for (size_t i = 0; i < ld->n_f; i++) {
-        const sy_plugin *p = ld->f[i].p;
-        if (!p || p->desc->kind != (int32_t)kind || !device_ok(p->desc, device) || shadowed(ld, i))
-            continue;
-        n_cand++;
-        int s = run_probe(p, host, why, sizeof why);
-        sy_debug("auto %s: %s (%s) scores %d%s%s", kn, p->desc->name, p->path, s, s ? "" : ": ", why);
-        if (s > best_score) {
-            best_score = s;
-            best = i;
-        }
-    }
-    if (best_score > 0) {
-        const sy_plugin *p = ld->f[best].p;
-        sy_debug("auto %s: picked %s (%s), score %d", kn, p->desc->name, p->path, best_score);
-        if (!(*out = plugin_copy(p)))
-            return sy_err_set(err, SY_ERR_NOMEM, "out of memory");
-        return SY_OK;
-    }
     if (!err)
         return SY_ERR_UNAVAILABLE;
     msgbuf m = {err->msg, sizeof err->msg, 0, 0};
@@ -662,6 +642,69 @@ static int resolve_auto(sy_loader *ld, sy_plugin_kind kind, const char *device, 
     m.full = 0;
     add(&m, "%s", tail);
     return n_cand || listed ? SY_ERR_UNAVAILABLE : SY_ERR_UNSUPPORTED;
+}
+
+void sy_loader_candidates_free(sy_plugin_candidate *c, size_t n)
+{
+    for (size_t i = 0; c && i < n; i++)
+        sy_plugin_close(c[i].plugin);
+    free(c);
+}
+
+/* sy_loader_candidates once the dirs are scanned. */
+static int collect_candidates(sy_loader *ld, sy_plugin_kind kind, const char *device, const sy_host *host,
+                              sy_plugin_candidate **out, size_t *n, sy_err *err)
+{
+    sy_plugin_candidate *c = calloc(ld->n_f ? ld->n_f : 1, sizeof *c);
+    if (!c)
+        return sy_err_set(err, SY_ERR_NOMEM, "out of memory");
+    const char *kn = sy_kind_name(kind);
+    char why[sizeof(((sy_err *)0)->msg)];
+    size_t k = 0;
+    int n_cand = 0;
+    for (size_t i = 0; i < ld->n_f; i++) {
+        const sy_plugin *p = ld->f[i].p;
+        if (!p || p->desc->kind != (int32_t)kind || !device_ok(p->desc, device) || shadowed(ld, i))
+            continue;
+        n_cand++;
+        const int s = run_probe(p, host, why, sizeof why);
+        sy_debug("auto %s: %s (%s) scores %d%s%s", kn, p->desc->name, p->path, s, s ? "" : ": ", why);
+        if (s <= 0)
+            continue;
+        sy_plugin *copy = plugin_copy(p);
+        if (!copy) {
+            sy_loader_candidates_free(c, k);
+            return sy_err_set(err, SY_ERR_NOMEM, "out of memory");
+        }
+        /* Insertion after every score >= s: equal scores stay in search order (the first found wins a tie). */
+        size_t at = k++;
+        for (; at > 0 && c[at - 1].score < s; at--)
+            c[at] = c[at - 1];
+        c[at] = (sy_plugin_candidate){copy, s};
+    }
+    if (!k) {
+        free(c);
+        return none_can_run(ld, kind, device, host, n_cand, err);
+    }
+    *out = c;
+    *n = k;
+    return SY_OK;
+}
+
+static int resolve_auto(sy_loader *ld, sy_plugin_kind kind, const char *device, const sy_host *host,
+                        sy_plugin **out, sy_err *err)
+{
+    sy_plugin_candidate *c = NULL;
+    size_t n = 0;
+    int rc = collect_candidates(ld, kind, device, host, &c, &n, err);
+    if (rc)
+        return rc;
+    sy_debug("auto %s: picked %s (%s), score %d", sy_kind_name(kind), c[0].plugin->desc->name, c[0].plugin->path,
+             c[0].score);
+    *out = c[0].plugin;
+    c[0].plugin = NULL;
+    sy_loader_candidates_free(c, n);
+    return SY_OK;
 }
 
 static int resolve_name(sy_loader *ld, sy_plugin_kind kind, const char *spec, const char *device,
@@ -749,6 +792,21 @@ int sy_loader_resolve(sy_loader *ld, sy_plugin_kind kind, const char *spec, cons
     if (strcmp(spec, "auto") == 0)
         return resolve_auto(ld, kind, device, host, out, err);
     return resolve_name(ld, kind, spec, device, host, out, err);
+}
+
+int sy_loader_candidates(sy_loader *ld, sy_plugin_kind kind, const char *device, const sy_host *host,
+                         sy_plugin_candidate **out, size_t *n, sy_err *err)
+{
+    if (!out || !n)
+        return sy_err_set(err, SY_ERR_INVALID, "sy_loader_candidates: out and n are required");
+    *out = NULL;
+    *n = 0;
+    if (!ld || !kind_valid(kind))
+        return sy_err_set(err, SY_ERR_INVALID, "sy_loader_candidates: no loader, or unknown kind %d", (int)kind);
+    int rc = scan(ld, err);
+    if (rc)
+        return rc;
+    return collect_candidates(ld, kind, device, host, out, n, err);
 }
 
 int sy_loader_list(sy_loader *ld, const sy_host *host, sy_plugin_listing **out, size_t *n, sy_err *err)

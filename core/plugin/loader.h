@@ -59,6 +59,25 @@ void sy_plugin_close(sy_plugin *p);
 int sy_loader_resolve(sy_loader *ld, sy_plugin_kind kind, const char *spec, const char *device, const sy_host *host,
                       sy_plugin **out, sy_err *err);
 
+/* One plugin `auto` could take, with its probe score (> 0). */
+typedef struct sy_plugin_candidate {
+    sy_plugin *plugin; /* the caller's: sy_plugin_create takes it (set it to NULL then) */
+    int score;
+} sy_plugin_candidate;
+
+/*
+ * Every plugin `auto` could take for a kind and device (probe score > 0,
+ * not shadowed by an earlier file of the same name), best score first; on
+ * a tie, the search order, so candidates[0] is what sy_loader_resolve's
+ * auto picks. For a caller that falls back to the next when one refuses
+ * later (comm setup). *out is malloc'd, free it with
+ * sy_loader_candidates_free, which closes the plugins not taken. When none
+ * can run: the same error as auto's, listing each plugin and why.
+ */
+int sy_loader_candidates(sy_loader *ld, sy_plugin_kind kind, const char *device, const sy_host *host,
+                         sy_plugin_candidate **out, size_t *n, sy_err *err);
+void sy_loader_candidates_free(sy_plugin_candidate *c, size_t n);
+
 /*
  * Creates an instance from the keys of config section `section` (validated
  * against the plugin's declared keys; "plugin" is reserved).

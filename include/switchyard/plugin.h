@@ -334,6 +334,16 @@ typedef struct sy_host {
     /* Serving services for frontend plugins; NULL when the host serves
      * nothing (generate, benchmarks). */
     const sy_serving_api *serving;
+
+    /*
+     * Appended (read it only when struct_size covers it): this process's
+     * place among the group's ranks on its node, 0..ranks on the node - 1
+     * (0 for one process). `--tp N` forks local ranks 0..N-1, `--nnodes`
+     * numbers each node's ranks from 0, mpirun gives its local rank. A
+     * plugin that drives one of several accelerators takes it as its
+     * default device index, so that N ranks land on N devices.
+     */
+    int32_t local_rank;
 } sy_host;
 
 static inline void sy_logf(const sy_host *h, sy_log_level lvl, const char *plugin, const char *fmt, ...) SY__PRINTF(4, 5);
@@ -547,6 +557,20 @@ typedef struct sy_device_ops {
      */
     int (*linear_multi)(void *inst, const sy_tensor *x, int32_t n, const sy_tensor *const *w,
                         const sy_tensor *const *bias, sy_tensor *const *out, sy_err *err);
+    /*
+     * Optional (appended after linear_multi; the same struct_size and
+     * non-NULL check), else the core downloads the logits and picks on the
+     * host. The greedy pick of each row of x [n, V] F32 (device memory,
+     * rows of contiguous elements): ids_out[i] is the column the loop
+     *     best = 0; for (j = 1; j < V; j++) if (x[j] > x[best]) best = j;
+     * ends on, i.e. the lowest column among the largest values, -0 equal
+     * to +0, NaN never larger than anything, and so a NaN at column 0 is
+     * picked (the host sampler's greedy rule). vals_out[i] = x[i][ids_out[i]]
+     * (vals_out may be NULL). Both are host arrays of n, filled when the
+     * call returns (it waits for queued work). The core calls it on the
+     * logits rows of greedy requests instead of copying V floats per row.
+     */
+    int (*argmax)(void *inst, const sy_tensor *x, int32_t *ids_out, float *vals_out, sy_err *err);
 } sy_device_ops;
 
 /*
@@ -688,6 +712,16 @@ typedef struct sy_comm_ops {
      * are still detected where the transport can tell). Called once, before
      * any collective; after a failed collective the instance only reports
      * errors, destroy it.
+     * A refusal with SY_ERR_UNAVAILABLE (this transport cannot link these
+     * ranks: no peer access, too slow, a peer gave up) or
+     * SY_ERR_UNSUPPORTED, with the reason, must be seen by every rank, so
+     * that [comm] plugin = auto can fall back: each rank then destroys the
+     * instance and runs the next plugin's setup, and a rank that returned
+     * SY_OK while a peer refused would wait for it until the timeout. A
+     * check only one rank can make must reach the others before setup
+     * returns (cuda-p2p fails its shared segment, so every peer fails its
+     * next barrier). Any other code is an error that ends the run even
+     * under auto.
      */
     int (*setup)(void *inst, int rank, int world_size, const char *rendezvous, double timeout_s, sy_err *err);
 } sy_comm_ops;

@@ -8,6 +8,11 @@
 #   2. switchyard doctor
 #   3. tests/gpu/test_cuda_ops: every CUDA op against the CPU plugins on
 #      random inputs (relative-error bounds per dtype; NaN never passes)
+#      3b. comm cuda-p2p with two ranks on the one GPU (bench-comm with
+#      the test-only same_device = allow: 0 wrong), and refused without it
+#      3c. moe cuda: switchyard plugin-check through the cuda device
+#      (forward and expert ranges against float64), then tune-moe --dry-run
+#      of its tile variants on sy-mkmodel's test-mixtral (prints the table)
 #   4. switchyard generate on the shared models with etc/examples/cuda.ini:
 #      the greedy ids must equal $SY_SHARED_DIR/models/expected_greedy.json's;
 #      4b. on sy-mkmodel's GLM-4.5, DeepSeek-V3 (MLA), GLM-5 (MLA + DSA) and
@@ -73,6 +78,41 @@ rc=$?
 grep -E '^(FAIL|loaded)' "$logs/ops.log"
 tail -1 "$logs/ops.log"
 [ "$rc" -eq 0 ] || bad "test_cuda_ops exited $rc (see $logs/ops.log)"
+
+step "3b. comm cuda-p2p: two ranks on one GPU over CUDA IPC (same_device = allow, a test-only key)"
+# The whole IPC path (handles, peer mappings, the timed peer copy, chunked
+# one-shot allreduce over both banks) on a one-GPU machine; bench-comm checks
+# every result against the exact sum and exits 1 on a wrong one.
+"$sy" bench-comm --plugin-dir "$plugins" --plugin cuda-p2p --ranks 2 --set comm.same_device=allow \
+    --min-bytes 8 --max-bytes 64M --factor 8 --timeout 60 >"$logs/p2p.log" 2>&1
+rc=$?
+grep -E '^#? *[0-9]|Out of bounds|FAIL|error|refus' "$logs/p2p.log" | tail -12
+if [ "$rc" -ne 0 ] || ! grep -q 'Out of bounds values : 0 OK' "$logs/p2p.log"; then
+    bad "bench-comm --plugin cuda-p2p --set comm.same_device=allow exited $rc (see $logs/p2p.log)"
+fi
+# Without the key, ranks that share a GPU are refused with the reason (what makes auto fall back).
+"$sy" bench-comm --plugin-dir "$plugins" --plugin cuda-p2p --ranks 2 --max-bytes 8 --timeout 60 \
+    >"$logs/p2p-refused.log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && grep -q 'share GPU' "$logs/p2p-refused.log"; then echo "ok   same GPU refused by default"; else
+    bad "cuda-p2p with two ranks on one GPU and no same_device key: exit $rc, $(tail -2 "$logs/p2p-refused.log")"; fi
+
+step "3c. moe cuda: plugin-check (forward, expert ranges) and tune-moe --dry-run of its tiles"
+"$sy" plugin-check --device "$plugins/sy-device-cuda.so" "$plugins/sy-moe-cuda.so" >"$logs/moe-check.log" 2>&1
+rc=$?
+grep -E '^moe +forward|^plugin-check' "$logs/moe-check.log"
+grep -q 'expert ranges *OK' "$logs/moe-check.log" || bad "plugin-check moe cuda ran no expert-range case (see $logs/moe-check.log)"
+[ "$rc" -eq 0 ] || bad "plugin-check moe cuda exited $rc (see $logs/moe-check.log)"
+if "$build/sy-mkmodel" --preset test-mixtral --seed 7 --out "$build/gpu-presets/tune-mixtral" --quiet >"$logs/mk-tune.log" 2>&1; then
+    "$sy" tune-moe -c "$config" --plugin-dir "$plugins" --model "$build/gpu-presets/tune-mixtral" \
+        --tokens 1,64 --reps 3 --dry-run >"$logs/tune-moe.log" 2>&1
+    rc=$?
+    cat "$logs/tune-moe.log"
+    [ "$rc" -eq 0 ] && grep -Eq '^ +64 +[0-9.]+ ' "$logs/tune-moe.log" ||
+        bad "tune-moe --dry-run on moe cuda exited $rc (see $logs/tune-moe.log)"
+else
+    bad "sy-mkmodel --preset test-mixtral: $(tail -1 "$logs/mk-tune.log")"
+fi
 
 step "4. golden greedy generations with $config"
 expected=$shared/models/expected_greedy.json

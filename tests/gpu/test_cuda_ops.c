@@ -13,6 +13,9 @@
  * device.linear = round (activations rounded once to the weight's type).
  * FP8 / NVFP4 weights: 1e-5 (both dequantise to the same F32 values and
  * sum F32 products), 3e-2 with linear = round (BF16 tiles for n > 8).
+ * moe cuda's tile variants ([moe] tile) must give the default's bits
+ * exactly, and its expert ranges (set_expert_range) must add up to the
+ * whole layer (1e-5: the ranges' sum is a different order).
  *
  * usage: test_cuda_ops [--plugin-dir DIR] [--attention NAME]   (default $SY_PLUGIN_DIR, auto)
  * exit 0 when every comparison is within its bound, 1 otherwise, 2 when a plugin cannot be loaded.
@@ -489,6 +492,130 @@ static void test_moe(side *c, side *g, int scoring)
         free(data[i]);
 }
 
+/*
+ * moe cuda's tile variants against its default, bit for bit, on shapes that
+ * no tile divides (hidden 200, inter 72) at decode (1 token) and prefill
+ * (37 tokens); then three expert ranges summed against the whole layer.
+ */
+typedef int (*tile_candidates_fn)(void *inst, const char **names, int cap);
+
+static sy_plugin_inst *open_inst(sy_loader *ld, sy_host_ctx *host, sy_config *cfg, sy_plugin_kind kind,
+                                 const char *spec, const char *device, const char *section);
+
+typedef struct moe_case {
+    int32_t E, K, H, F;
+    sy_moe_problem p;
+    sy_tensor gate[8], up[8], down[8];
+    void *data[24];
+    float *x, *logits;
+} moe_case;
+
+static void moe_case_init(moe_case *mc)
+{
+    *mc = (moe_case){.E = 8, .K = 2, .H = 200, .F = 72};
+    mc->p = (sy_moe_problem){.struct_size = sizeof mc->p, .n_layers = 1, .n_experts = mc->E, .top_k = mc->K,
+                             .hidden = mc->H, .inter = mc->F, .scoring = SY_MOE_SOFTMAX, .norm_topk_prob = 1,
+                             .routed_scaling_factor = 1.0f, .weight_dtype = SY_DTYPE_BF16};
+    const int64_t F = mc->F, H = mc->H;
+    for (int e = 0; e < mc->E; e++) {
+        float *a = rand_f32((size_t)(F * H), 0.1f), *b = rand_f32((size_t)(F * H), 0.1f), *d = rand_f32((size_t)(H * F), 0.1f);
+        mc->data[3 * e] = as_dtype(a, (size_t)(F * H), SY_DTYPE_BF16);
+        mc->data[3 * e + 1] = as_dtype(b, (size_t)(F * H), SY_DTYPE_BF16);
+        mc->data[3 * e + 2] = as_dtype(d, (size_t)(H * F), SY_DTYPE_BF16);
+        free(a), free(b), free(d);
+        mc->gate[e] = sy_tensor_2d(mc->data[3 * e], SY_DTYPE_BF16, F, H);
+        mc->up[e] = sy_tensor_2d(mc->data[3 * e + 1], SY_DTYPE_BF16, F, H);
+        mc->down[e] = sy_tensor_2d(mc->data[3 * e + 2], SY_DTYPE_BF16, H, F);
+    }
+    mc->x = rand_f32((size_t)(37 * H), 1.0f);
+    mc->logits = rand_f32((size_t)(37 * mc->E), 3.0f);
+}
+
+/* One forward of n tokens by moe instance mi holding experts [first, first + count); the output on the host. */
+static float *moe_run(side *g, sy_plugin_inst *mi, const moe_case *mc, int n, int first, int count)
+{
+    const sy_moe_ops *m = mi->ops;
+    sy_err err = {{0}};
+    if (m->prepare(mi->inst, &mc->p, &err) ||
+        (count < mc->E && m->set_expert_range(mi->inst, first, count, &err)) ||
+        m->prepare_layer(mi->inst, 0, mc->gate + first, mc->up + first, mc->down + first, NULL, &err))
+        die("moe cuda", &err);
+    sy_tensor X = dev_f32(g, mc->x, n, mc->H), L = dev_f32(g, mc->logits, n, mc->E);
+    sy_tensor O = dev_tensor(g, SY_DTYPE_F32, n, mc->H);
+    op_ok(g, m->forward(mi->inst, 0, &X, &L, &O, &err), "moe", &err);
+    float *out = fetch(g, &O);
+    sy_tensor *ts[] = {&X, &L, &O};
+    for (int i = 0; i < 3; i++)
+        g->d->free(g->dev->inst, ts[i]);
+    return out;
+}
+
+static void test_moe_tiles(sy_loader *ld, sy_host_ctx *host, side *g)
+{
+    moe_case mc;
+    moe_case_init(&mc);
+    tile_candidates_fn cands = NULL;
+    *(void **)&cands = g->moe->plugin->desc->get_proc ? g->moe->plugin->desc->get_proc("tile_candidates") : NULL;
+    const char *names[32];
+    const int nv = cands ? cands(g->moe->inst, names, 32) : 0;
+    checks++;
+    if (nv < 2) {
+        failures++;
+        printf("FAIL moe tiles     moe cuda lists %d tile variants (get_proc(\"tile_candidates\")), expected several\n", nv);
+    }
+    static const int ns[] = {1, 37};
+    for (int k = 0; k < 2; k++) {
+        const int n = ns[k];
+        float *ref = NULL;
+        for (int v = 0; v < nv; v++) {
+            sy_config *cfg = sy_config_new();
+            char set[96];
+            snprintf(set, sizeof set, "moe.tile=%s", names[v]);
+            sy_err err = {{0}};
+            if (!cfg || sy_config_set(cfg, set, &err))
+                die("set-up", &err);
+            sy_plugin_inst *mi = open_inst(ld, host, cfg, SY_KIND_MOE, "cuda", "cuda", "moe");
+            float *out = moe_run(g, mi, &mc, n, 0, mc.E);
+            sy_plugin_inst_destroy(mi);
+            sy_config_free(cfg);
+            if (v == 0) {
+                ref = out;
+                continue;
+            }
+            size_t diff = 0;
+            for (size_t i = 0; i < (size_t)(n * mc.H); i++)
+                diff += memcmp(&out[i], &ref[i], sizeof(float)) != 0;
+            checks++;
+            failures += diff != 0;
+            printf("%-4s %-14s tile %-10s vs %-10s %3d tokens, hidden 200, inter 72: %zu of %d outputs differ in bits\n",
+                   diff ? "FAIL" : "ok", "moe tiles", names[v], names[0], n, diff, n * mc.H);
+            free(out);
+        }
+        free(ref);
+    }
+    /* Expert parallelism: [0, 3) + [3, 5) + [5, 8) of the experts, each routing among all 8. */
+    const int cut[4] = {0, 3, 5, 8}, n = 37;
+    float *whole = moe_run(g, g->moe, &mc, n, 0, mc.E);
+    double *sum = calloc((size_t)(n * mc.H), sizeof(double));
+    for (int r = 0; r < 3; r++) {
+        sy_config *cfg = sy_config_new();
+        sy_plugin_inst *mi = open_inst(ld, host, cfg, SY_KIND_MOE, "cuda", "cuda", "moe");
+        float *part = moe_run(g, mi, &mc, n, cut[r], cut[r + 1] - cut[r]);
+        for (size_t i = 0; i < (size_t)(n * mc.H); i++)
+            sum[i] += part[i];
+        free(part);
+        sy_plugin_inst_destroy(mi);
+        sy_config_free(cfg);
+    }
+    float *sumf = malloc(sizeof(float) * (size_t)(n * mc.H));
+    for (size_t i = 0; i < (size_t)(n * mc.H); i++)
+        sumf[i] = (float)sum[i];
+    compare("moe ranges", "experts [0,3)+[3,5)+[5,8) of 8 vs all, 37 tok", sumf, whole, (size_t)(n * mc.H), 1e-5);
+    free(sumf), free(sum), free(whole), free(mc.x), free(mc.logits);
+    for (int i = 0; i < 24; i++)
+        free(mc.data[i]);
+}
+
 /* ------------------------------------------------------------- set-up */
 
 static sy_plugin_inst *open_inst(sy_loader *ld, sy_host_ctx *host, sy_config *cfg, sy_plugin_kind kind,
@@ -505,6 +632,113 @@ static sy_plugin_inst *open_inst(sy_loader *ld, sy_host_ctx *host, sy_config *cf
     }
     printf("loaded %-6s %-10s %s\n", sy_kind_name(kind), pi->plugin->desc->name, pi->plugin->path);
     return pi;
+}
+
+/* ---------------------------------------------------------- argmax (greedy picks) */
+
+/* The greedy rule (plugin.h, sy_greedy_pick): the loop's pick. */
+static int32_t ref_pick(const float *x, int64_t n)
+{
+    int32_t best = 0;
+    for (int64_t j = 1; j < n; j++)
+        if (x[j] > x[best])
+            best = (int32_t)j;
+    return best;
+}
+
+/*
+ * Rows of [R, V] with planted cases per row (r mod 8): a tie far apart, NaN
+ * at column 0, NaNs around a planted maximum, all NaN but column 0, -0
+ * before +0 as the maximum, +inf twice, all NaN, random; grid: values on a
+ * coarse grid (ties everywhere). The CUDA ids and values must equal the
+ * CPU plugin's and the loop's exactly.
+ */
+static void test_argmax_case(side *c, side *g, int64_t R, int64_t V, int grid)
+{
+    float *x = rand_f32((size_t)(R * V), 4.0f);
+    for (int64_t r = 0; r < R; r++) {
+        float *row = x + r * V;
+        const int64_t a = V / 3, b = V - 1 - V / 5;
+        if (grid) {
+            for (int64_t j = 0; j < V; j++)
+                row[j] = floorf(row[j]);
+            continue;
+        }
+        switch (r % 8) {
+        case 0: row[a] = row[b] = 9.0f; break;
+        case 1: row[0] = NAN; row[b] = 9.0f; break;
+        case 2:
+            for (int64_t j = 1; j < V; j += 7)
+                row[j] = NAN;
+            row[b] = 9.0f;
+            break;
+        case 3:
+            for (int64_t j = 1; j < V; j++)
+                row[j] = NAN;
+            break;
+        case 4:
+            for (int64_t j = 0; j < V; j++)
+                row[j] = -1.0f - fabsf(row[j]);
+            row[a] = -0.0f;
+            row[b] = 0.0f;
+            break;
+        case 5: row[a] = row[b] = INFINITY; break;
+        case 6:
+            for (int64_t j = 0; j < V; j++)
+                row[j] = NAN;
+            break;
+        default: break;
+        }
+    }
+    side *sd[2] = {c, g};
+    int32_t *ids[2];
+    float *vals[2];
+    for (int k = 0; k < 2; k++) {
+        side *s = sd[k];
+        ids[k] = malloc(sizeof(int32_t) * (size_t)R);
+        vals[k] = malloc(sizeof(float) * (size_t)R);
+        sy_err err = {{0}};
+        sy_tensor X = dev_f32(s, x, R, V);
+        if (s->d->struct_size < offsetof(sy_device_ops, argmax) + sizeof s->d->argmax || !s->d->argmax) {
+            fprintf(stderr, "test_cuda_ops: %s has no argmax op\n", s->name);
+            failures++;
+            memset(ids[k], 0xff, sizeof(int32_t) * (size_t)R);
+        } else {
+            op_ok(s, s->d->argmax(s->dev->inst, &X, ids[k], vals[k], &err), "argmax", &err);
+        }
+        s->d->free(s->dev->inst, &X);
+    }
+    int64_t wrong = 0, first = -1;
+    for (int64_t r = 0; r < R; r++) {
+        const int32_t want = ref_pick(x + r * V, V);
+        const float wv = x[r * V + want];
+        for (int k = 0; k < 2; k++)
+            if (ids[k][r] != want || !(vals[k][r] == wv || (vals[k][r] != vals[k][r] && wv != wv))) {
+                wrong++;
+                first = first < 0 ? r : first;
+            }
+    }
+    char cas[64];
+    snprintf(cas, sizeof cas, "[%lld, %lld] %s", (long long)R, (long long)V, grid ? "grid ties" : "ties, NaN, +-0, inf");
+    checks++;
+    failures += wrong > 0;
+    printf("%-4s %-14s %-44s %lld wrong rows", wrong ? "FAIL" : "ok", "argmax", cas, (long long)wrong);
+    if (wrong)
+        printf(" (row %lld: cpu %d cuda %d, loop %d)", (long long)first, ids[0][first], ids[1][first],
+               ref_pick(x + first * V, V));
+    printf("\n");
+    for (int k = 0; k < 2; k++)
+        free(ids[k]), free(vals[k]);
+    free(x);
+}
+
+static void test_argmax(side *c, side *g)
+{
+    test_argmax_case(c, g, 8, 152064, 0);
+    test_argmax_case(c, g, 24, 37, 0);
+    test_argmax_case(c, g, 3, 1, 0);
+    test_argmax_case(c, g, 128, 1000, 1);
+    test_argmax_case(c, g, 2, 262144, 1);
 }
 
 int main(int argc, char **argv)
@@ -557,6 +791,7 @@ int main(int argc, char **argv)
     test_linear(&c, &gr, 3e-2);
     test_linear_quant(&c, &g, &gr);
     test_rope(&c, &g);
+    test_argmax(&c, &g);
     static const attn_case cases[] = {
         {8, 2, 64, 0, SY_DTYPE_F32, 0}, {8, 2, 64, 24, SY_DTYPE_BF16, 0}, {32, 8, 128, 0, SY_DTYPE_BF16, 0},
         {16, 1, 128, 0, SY_DTYPE_F16, 0}, {4, 4, 256, 0, SY_DTYPE_F32, 0},
@@ -567,6 +802,7 @@ int main(int argc, char **argv)
         test_attention(&c, &g, &cases[i]);
     test_moe(&c, &g, 0);
     test_moe(&c, &g, 1);
+    test_moe_tiles(ld, &host, &g);
 
     sy_plugin_inst *insts[] = {g.moe, g.attn, g.dev, gr.dev, c.moe, c.attn};
     for (size_t i = 0; i < sizeof insts / sizeof insts[0]; i++)

@@ -163,10 +163,12 @@ expect_err "--nnodes 2 with comm mpi" 'mpi takes its ranks from mpirun; use plug
 expect_err "--node-rank past --nnodes" '--node-rank 2 is not in 0..1' --model "$models/tiny-llama" --nnodes 2 \
     --node-rank 2
 expect_err "bad --dist-addr" 'expects HOST:PORT' --model "$models/tiny-llama" --dist-addr nowhere
-# On GPUs the forked ranks join over nccl, not the CPU's shm (no GPU here: the device then fails to start).
+# On GPUs the launcher pins no CPU transport: each rank picks among its device's comm plugins (cuda-p2p,
+# then nccl; tests/tp/test_tp_fallback.sh has the fallback). No GPU here: the device then fails to start.
 "$sy" generate -c "$cfg" --model "$models/tiny-llama" --prompt-ids 1,2 -n 2 --tp 2 --set device.plugin=cuda \
     >"$tmp/out" 2>"$tmp/err"
-if grep -q 'the ranks use comm nccl' "$tmp/err"; then ok "--tp 2 with device cuda: comm nccl"; else
+if grep -q 'plugin = local; each rank takes the best comm plugin for its device' "$tmp/err" &&
+    ! grep -q 'comm shm' "$tmp/err"; then ok "--tp 2 with device cuda: comm auto, not shm"; else
     bad "--tp 2 with device cuda: $(cat "$tmp/err")"; fi
 gen --prompt-ids 1,2 -n 2 --tp 0 >"$tmp/out" 2>"$tmp/err"
 if [ $? -eq 2 ] && grep -q 'option --tp expects an integer in \[1, 256\]' "$tmp/err"; then ok "--tp 0: usage error"; else

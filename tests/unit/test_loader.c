@@ -321,6 +321,47 @@ static void test_resolve(env *e)
     sy_loader_free(ld);
 }
 
+/* Everything auto could take, best first: what [comm] plugin = auto walks when a setup refuses. */
+static void test_candidates(env *e)
+{
+    static const char *const first[] = {"sytest-low", "sytest-never", NULL};
+    static const char *const second[] = {"sytest-high", "sytest-cuda", "sytest-comm-refuse", NULL};
+    char d1[300], d[300], dirs[700], want[1200];
+    mkdir_with(e, "cand1", first, d1, sizeof d1);
+    mkdir_with(e, "cand2", second, d, sizeof d);
+    snprintf(dirs, sizeof dirs, "%s:%s", d1, d);
+    sy_loader *ld = sy_loader_new(dirs, e->none);
+    sy_plugin_candidate *c = NULL;
+    size_t n = 0;
+    sy_err err = {{0}};
+    /* Scores 20 and 10 in that order although the search path finds low first; never (0) and cuda are out. */
+    CHECK(sy_loader_candidates(ld, SY_KIND_ATTN, "sytest", &e->host.api, &c, &n, &err) == SY_OK);
+    CHECK(n == 2);
+    if (n == 2) {
+        CHECK(strcmp(c[0].plugin->desc->name, "sytest-high") == 0 && c[0].score == 20);
+        CHECK(strcmp(c[1].plugin->desc->name, "sytest-low") == 0 && c[1].score == 10);
+    }
+    /* The caller may take one (as sy_plugin_create does) and free the rest. */
+    sy_plugin *taken = n ? c[0].plugin : NULL;
+    if (n)
+        c[0].plugin = NULL;
+    sy_loader_candidates_free(c, n);
+    sy_plugin_close(taken);
+
+    /* A comm plugin for the CPU is no candidate on another device; none left is auto's own error. */
+    CHECK(sy_loader_candidates(ld, SY_KIND_COMM, "cpu", &e->host.api, &c, &n, &err) == SY_OK);
+    CHECK(n == 1 && strcmp(c[0].plugin->desc->name, "sytest-comm-refuse") == 0 && c[0].score == 15);
+    sy_loader_candidates_free(c, n);
+    CHECK(sy_loader_candidates(ld, SY_KIND_COMM, "cuda", &e->host.api, &c, &n, &err) == SY_ERR_UNAVAILABLE);
+    CHECK(c == NULL && n == 0);
+    snprintf(want, sizeof want,
+             "auto: no comm plugin can run on device cuda; candidates: %s/sytest-comm-refuse.so (sytest-comm-refuse) "
+             "runs on device cpu",
+             d);
+    SAME(err.msg, want);
+    sy_loader_free(ld);
+}
+
 static sy_config *ini(env *e, const char *text, char *path, size_t cap)
 {
     snprintf(path, cap, "%s/cfg-XXXXXX.ini", e->root);
@@ -555,6 +596,7 @@ int main(void)
 
     test_open_refusals(&e);
     test_resolve(&e);
+    test_candidates(&e);
     test_create(&e);
     test_from_config(&e);
     test_host();

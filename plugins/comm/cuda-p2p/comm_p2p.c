@@ -12,10 +12,18 @@
  * shared segment (shm_seg.c, compiled in): the same timeouts and dead-peer
  * detection as the shm plugin.
  *
- * probe scores 60 (above nccl's 50) only when at least two GPUs are visible
- * and every pair reports peer access; setup then checks every peer with a
- * real copy under the timeout and refuses, with the measured bandwidth,
- * when it is below min_bandwidth, naming nccl as the way out.
+ * probe scores 60 (above nccl's 50) when at least two GPUs are visible
+ * and every pair reports peer access, so [comm] plugin = auto tries it
+ * first; setup then checks every peer with a real copy under the timeout
+ * and refuses (SY_ERR_UNAVAILABLE), with the measured bandwidth, when it is
+ * below min_bandwidth, so auto falls back to nccl. Every refusal after the
+ * segment is joined goes through fail(), which marks the segment, so every
+ * peer refuses at its next barrier too (the setup contract of plugin.h).
+ *
+ * One visible GPU scores 1 (below nccl), and setup refuses ranks that share
+ * a GPU unless same_device = allow: CUDA IPC works between two processes on
+ * one device, which lets a one-GPU machine run this plugin's whole path
+ * (tests/gpu/run.sh), though it is no use for serving.
  */
 #include "config.h"
 
@@ -44,6 +52,7 @@ typedef struct comm_p2p {
     size_t bank_bytes;
     double min_gbs;
     int gpu;
+    int same_device_ok; /* same_device = allow (tests) */
     int ready, broken;
     uint64_t step;
     shm_seg seg;
@@ -61,6 +70,9 @@ static const sy_key_decl keys[] = {
      100000, NULL},
     {"gpu", SY_KEY_INT, "-1", "this rank's CUDA device; -1 = the one current on the engine thread ([device] gpu)", -1,
      1023, NULL},
+    {"same_device", SY_KEY_ENUM, "refuse",
+     "ranks that share one GPU: refuse (no use for serving), or allow (tests only: runs the IPC path on one GPU)", 0, 0,
+     "refuse|allow"},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -71,10 +83,8 @@ static int probe(const sy_host *host, sy_err *why)
     const int n = syc_probe(0, why, &ma, &mi);
     if (!n)
         return 0;
-    if (n < 2) {
-        sy_err_set(why, SY_ERR_UNSUPPORTED, "one GPU visible: peer-to-peer needs at least two");
-        return 0;
-    }
+    if (n < 2)
+        return 1; /* below nccl: only same_device = allow (tests) gets past setup with one GPU */
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++) {
             int ok = 0;
@@ -95,6 +105,8 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     c->bank_bytes = sy_kv_size(cfg, n_cfg, "buffer_size", (size_t)32 << 20) / 4 * 4;
     c->min_gbs = sy_kv_float(cfg, n_cfg, "min_bandwidth", 10.0);
     c->gpu = (int)sy_kv_int(cfg, n_cfg, "gpu", -1);
+    const char *same = sy_kv_get(cfg, n_cfg, "same_device");
+    c->same_device_ok = same && !strcmp(same, "allow");
     c->seg.world = 1;
     *inst = c;
     return SY_OK;
@@ -174,13 +186,14 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
         return sy_err_set(err, SY_ERR_INVALID, "comm cuda-p2p: rank %d is not in 0..%d", rank, world - 1);
     if (!rendezvous || !*rendezvous)
         return sy_err_set(err, SY_ERR_INVALID, "comm cuda-p2p: an empty rendezvous string; expected one unique per run");
-    if (c->gpu >= 0)
-        SYC_TRY(err, cudaSetDevice(c->gpu), "comm cuda-p2p: cudaSetDevice");
     char rv[240];
     snprintf(rv, sizeof rv, "p2p-%s", rendezvous);
     int rc = shm_seg_join(&c->seg, rank, world, rv, 4096, timeout_s, err);
     if (rc)
         return rc;
+    /* Only once joined: from here a failure on one rank fails the segment, so every rank refuses. */
+    if (c->gpu >= 0)
+        P2P_TRY(c, cudaSetDevice(c->gpu), "cudaSetDevice([comm] gpu)", err);
     int dev = 0;
     P2P_TRY(c, cudaGetDevice(&dev), "cudaGetDevice", err);
     P2P_TRY(c, cudaMalloc(&c->buf, 2 * c->bank_bytes), "allocating the peer buffer", err);
@@ -199,8 +212,14 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
         peer_info pi;
         memcpy(&pi, shm_slot(&c->seg, 0, r), sizeof pi);
         int pdev = -1, ok = 0;
-        if (cudaDeviceGetByPCIBusId(&pdev, pi.bus) == cudaSuccess &&
-            (cudaDeviceCanAccessPeer(&ok, dev, pdev) != cudaSuccess || !ok)) {
+        const int found = cudaDeviceGetByPCIBusId(&pdev, pi.bus) == cudaSuccess;
+        if (found && pdev == dev && !c->same_device_ok) {
+            sy_err_set(err, SY_ERR_UNAVAILABLE,
+                       "comm cuda-p2p: rank %d and rank %d share GPU %s: peer-to-peer needs one GPU per rank "
+                       "(same_device = allow is for tests only)", rank, r, me.bus);
+            return fail(c, SY_ERR_UNAVAILABLE, err);
+        }
+        if (found && pdev != dev && (cudaDeviceCanAccessPeer(&ok, dev, pdev) != cudaSuccess || !ok)) {
             sy_err_set(err, SY_ERR_UNAVAILABLE,
                        "comm cuda-p2p: rank %d: GPU %s cannot access rank %d's GPU %s (no peer-to-peer); use "
                        "[comm] plugin = nccl", rank, me.bus, r, pi.bus);

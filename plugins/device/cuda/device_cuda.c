@@ -23,7 +23,9 @@
 #include "device_cuda_quant.h"
 
 static const sy_key_decl keys[] = {
-    {"gpu", SY_KEY_INT, "0", "CUDA device index this instance computes on (one GPU per rank)", 0, 1023, NULL},
+    {"gpu", SY_KEY_INT, "-1",
+     "CUDA device index this instance computes on; -1 = the rank's place on its node (--tp N puts rank r on GPU r; "
+     "GPU 0 for one process)", -1, 1023, NULL},
     {"linear", SY_KEY_ENUM, "split",
      "how a linear multiplies F32 activations with F16/BF16 weights: split = as a 16-bit hi + lo pair in one GEMM "
      "(close to the CPU's F32 result); round = rounded once to the weight's type (half the GEMM work, ~3 digits). "
@@ -68,7 +70,7 @@ static void destroy(void *inst)
     if (!d)
         return;
     cudaSetDevice(d->gpu);
-    syc_buf *bufs[] = {&d->ids, &d->freq, &d->act16, &d->tmp, &d->wdq};
+    syc_buf *bufs[] = {&d->ids, &d->freq, &d->act16, &d->tmp, &d->wdq, &d->pick};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]->p)
             cudaFreeAsync(bufs[i]->p, 0);
@@ -81,11 +83,18 @@ static void destroy(void *inst)
 static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **inst, sy_err *err)
 {
     *inst = NULL;
-    const long long gpu = sy_kv_int(cfg, n_cfg, "gpu", 0);
+    long long gpu = sy_kv_int(cfg, n_cfg, "gpu", -1);
+    const int by_rank = gpu < 0;
+    if (by_rank)
+        gpu = host && host->struct_size >= offsetof(sy_host, local_rank) + sizeof host->local_rank ? host->local_rank
+                                                                                                  : 0;
     const char *lin = sy_kv_get(cfg, n_cfg, "linear");
     sy_err why = {{0}};
     int ma = 0, mi = 0;
     const int n = syc_probe((int)gpu, &why, &ma, &mi);
+    if (!n && by_rank)
+        return sy_err_set(err, SY_ERR_UNAVAILABLE, "device cuda: gpu = -1 gives local rank %lld GPU %lld (one GPU per "
+                          "rank on a node): %s", gpu, gpu, why.msg);
     if (!n)
         return sy_err_set(err, SY_ERR_UNAVAILABLE, "device cuda: gpu = %lld: %s", gpu, why.msg);
     sy_cuda_dev *d = calloc(1, sizeof *d);
@@ -310,6 +319,7 @@ static const sy_device_ops ops = {
     .add = sy__cuda_add,
     .synchronize = dev_synchronize,
     .linear_multi = NULL, /* no fused variant yet: the engine calls linear per part */
+    .argmax = sy__cuda_argmax,
 };
 
 static const sy_plugin_desc desc = {
