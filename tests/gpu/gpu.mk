@@ -10,6 +10,14 @@ check_PROGRAMS += tests/gpu/test_cuda_quant_decode
 tests_gpu_test_cuda_quant_decode_SOURCES = tests/gpu/test_cuda_quant_decode.c
 tests_gpu_test_cuda_quant_decode_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu -I$(top_srcdir)/plugins/device/cuda
 tests_gpu_test_cuda_quant_decode_LDADD = plugins/common/cpu/libsykern.la -lm
+# The MoE routing both moe plugins run (symoe_route.h) against a sorted oracle, and moe/cuda's device grouping on the host.
+TESTS += tests/gpu/test_moe_route_dev
+check_PROGRAMS += tests/gpu/test_moe_route_dev
+tests_gpu_test_moe_route_dev_SOURCES = tests/gpu/test_moe_route_dev.c plugins/moe/cuda/moe_route_dev.h \
+	plugins/common/moe/symoe_route.h plugins/moe/cpu/moe_route.c
+tests_gpu_test_moe_route_dev_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/moe/cuda -I$(top_srcdir)/plugins/moe/cpu \
+	-I$(top_srcdir)/plugins/common/cpu -I$(top_srcdir)/plugins/common/moe
+tests_gpu_test_moe_route_dev_LDADD = plugins/common/cpu/libsykern.la -lm
 # moe/cuda's tile variants, their limits check and its tuning tables' entries, as host C (no GPU needed).
 TESTS += tests/gpu/test_moe_cuda_tiles
 # tune-moe on a plugin with its own tile candidates (moe cuda's way), with a host-only test plugin standing in.

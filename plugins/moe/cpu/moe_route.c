@@ -1,16 +1,7 @@
 /*
- * Expert selection for one token, in double: the choice of experts is
- * discrete, so a near-tie decided differently from a float64 reference
- * would change the output by a whole expert.
- *
- *   score   softmax(logits) or sigmoid(logits)
- *   select  score + bias (bias: e_score_correction_bias, selection only)
- *   groups  (n_group > 1) rank groups by the max of their select values
- *           (softmax, DeepSeek-V2) or the sum of their best two (sigmoid,
- *           DeepSeek-V3); keep topk_group groups
- *   top-k   over the kept experts by select, ties to the lower id
- *   weight  the unbiased score; divided by their sum if norm_topk_prob;
- *           times routed_scaling_factor
+ * The moe problem's checks and expert selection for one token: the
+ * selection itself is plugins/common/moe/symoe_route.h, which moe/cuda's
+ * routing kernel runs too, so both plugins pick the same experts.
  */
 #include "config.h"
 
@@ -18,6 +9,7 @@
 
 #include "moe_cpu.h"
 #include "sykquant.h"
+#include "symoe_route.h"
 
 int sy__moe_check_problem(const sy_moe_problem *p, sy_err *why)
 {
@@ -55,94 +47,12 @@ int sy__moe_check_problem(const sy_moe_problem *p, sy_err *why)
     return SY_OK;
 }
 
-/* Index of the largest v[i] among allowed ones; strict > keeps the lowest index on ties. */
-static int argmax(const double *v, const unsigned char *allowed, int n)
-{
-    int best = -1;
-    for (int i = 0; i < n; i++) {
-        if (!allowed[i])
-            continue;
-        /* best < 0: the first candidate, even if NaN, so a NaN input still selects (and poisons) an expert. */
-        if (best < 0 || v[i] > v[best])
-            best = i;
-    }
-    return best;
-}
-
 void sy__moe_route(const sy_moe_problem *p, const float *logits, const double *bias, int32_t *ids, float *wts)
 {
-    const int E = p->n_experts, K = p->top_k;
-    double score[SY_MOE_CPU_MAX_EXPERTS], sel[SY_MOE_CPU_MAX_EXPERTS];
-    unsigned char allowed[SY_MOE_CPU_MAX_EXPERTS];
-
-    if (p->scoring == SY_MOE_SOFTMAX) {
-        double mx = -INFINITY;
-        for (int e = 0; e < E; e++)
-            mx = (double)logits[e] > mx ? (double)logits[e] : mx;
-        double sum = 0.0;
-        for (int e = 0; e < E; e++) {
-            score[e] = exp((double)logits[e] - mx);
-            sum += score[e];
-        }
-        for (int e = 0; e < E; e++)
-            score[e] /= sum;
-    } else {
-        for (int e = 0; e < E; e++)
-            score[e] = 1.0 / (1.0 + exp(-(double)logits[e]));
-    }
-    for (int e = 0; e < E; e++) {
-        sel[e] = bias ? score[e] + bias[e] : score[e];
-        allowed[e] = 1;
-    }
-
-    if (p->n_group > 1) {
-        const int G = p->n_group, per = E / G;
-        double gscore[SY_MOE_CPU_MAX_EXPERTS];
-        unsigned char gallowed[SY_MOE_CPU_MAX_EXPERTS], keep[SY_MOE_CPU_MAX_EXPERTS];
-        for (int g = 0; g < G; g++) {
-            const double *v = sel + g * per;
-            if (p->scoring == SY_MOE_SIGMOID && per >= 2) {
-                /* sum of the best two */
-                int b1 = 0;
-                for (int i = 1; i < per; i++)
-                    b1 = v[i] > v[b1] ? i : b1;
-                int b2 = b1 == 0 ? 1 : 0;
-                for (int i = 0; i < per; i++)
-                    if (i != b1 && v[i] > v[b2])
-                        b2 = i;
-                gscore[g] = v[b1] + v[b2];
-            } else {
-                double m = v[0];
-                for (int i = 1; i < per; i++)
-                    m = v[i] > m ? v[i] : m;
-                gscore[g] = m;
-            }
-            gallowed[g] = 1;
-            keep[g] = 0;
-        }
-        for (int r = 0; r < p->topk_group; r++) {
-            const int g = argmax(gscore, gallowed, G);
-            keep[g] = 1;
-            gallowed[g] = 0;
-        }
-        for (int e = 0; e < E; e++)
-            allowed[e] = keep[e / per];
-    }
-
-    double wsum = 0.0;
-    double w[SY_MOE_CPU_MAX_EXPERTS];
-    for (int k = 0; k < K; k++) {
-        const int e = argmax(sel, allowed, E);
-        allowed[e] = 0;
-        ids[k] = e;
-        w[k] = score[e];
-        wsum += w[k];
-    }
-    const double scale = (double)p->routed_scaling_factor;
-    for (int k = 0; k < K; k++) {
-        double v = w[k];
-        if (p->norm_topk_prob)
-            v = v / (wsum + (p->scoring == SY_MOE_SIGMOID ? 1e-20 : 0.0));
-        wts[k] = (float)(v * scale);
-    }
+    double score[SY_MOE_CPU_MAX_EXPERTS], sel[SY_MOE_CPU_MAX_EXPERTS], gscore[SY_MOE_CPU_MAX_EXPERTS];
+    unsigned char allowed[SY_MOE_CPU_MAX_EXPERTS], gflag[2 * SY_MOE_CPU_MAX_EXPERTS];
+    const symr_params rp = {p->n_experts, p->top_k, p->scoring == SY_MOE_SIGMOID, p->n_group, p->topk_group,
+                            p->norm_topk_prob, p->routed_scaling_factor};
+    const symr_scratch s = {score, sel, gscore, allowed, gflag};
+    symr_route(&rp, logits, bias, &s, ids, wts);
 }

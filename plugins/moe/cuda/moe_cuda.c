@@ -4,17 +4,24 @@
  * would be further plugins with higher probe scores).
  *
  * Per pass of up to max_tokens tokens:
- *   1. the router logits come to the host and each token is routed there
- *      by the CPU plugin's own routing code (moe/cpu/moe_route.c, in
- *      double): the choice of experts is discrete, so both plugin sets pick
- *      the same experts bit for bit;
- *   2. the host groups the (token, expert) assignments by expert and cuts
- *      each group into row tiles, which go to the device with the weights;
- *   3. on the device: gather the rows, grouped GEMMs for gate and up,
+ *   1. routing = device (the default): a kernel routes each token with
+ *      symoe_route.h (what the CPU plugin's sy__moe_route runs, in
+ *      double; tests/gpu/test_moe_route_dev.c checks it against a sorted
+ *      oracle on the host), then one block groups the (token, expert) assignments by
+ *      expert and cuts each group into row tiles. Nothing comes back to
+ *      the host: the launches after it are sized for the most tiles a pass
+ *      can have and idle past the pass's count.
+ *      routing = host: the router logits come to the host, each token is
+ *      routed by moe/cpu's own sy__moe_route, and the host groups and
+ *      tiles the assignments and uploads them (the reference to compare
+ *      the device path with; it synchronises every layer).
+ *   2. on the device: gather the rows, grouped GEMMs for gate and up,
  *      silu * up, grouped GEMM for down, and a weighted combine per token
  *      in top-k order.
  * Expert weights are uploaded once per layer into one [E, rows, cols]
- * buffer per matrix, in their own dtype (F32, F16, BF16). With expert
+ * buffer per matrix, in their own dtype: F32, F16, BF16, or FP8 E4M3 /
+ * NVFP4 codes packed as the checkpoint has them with their scales in a
+ * second buffer (decoded in the GEMM's weight tile load). With expert
  * parallelism (set_expert_range) only the range's experts are uploaded;
  * every token is still routed among all experts, and assignments to the
  * others' experts are dropped before the GEMMs (the combine skips them).
@@ -36,16 +43,27 @@
 
 #include "moe_cpu.h"
 #include "moe_kern.h"
+#include "moe_route_dev.h"
 #include "moe_tiles.h"
 #include "sycuda.h"
+#include "sykquant.h"
 #include "symoe_range.h"
 #include "sytune.h"
 
 #define SY_MOE_CUDA_NAME "cuda"
 
+/* One matrix (gate, up or down) of every expert this instance holds, on the device. */
+typedef struct moe_cuda_mat {
+    void *w;        /* [E, rows, cols] elements, or [E, rows, row bytes] codes (FP8 / NVFP4) */
+    void *scale;    /* FP8 / NVFP4: [E, scale grid] (moe_kern.h, symk_qw), else NULL */
+    float *global;  /* FP8 / NVFP4: [E] global scales, else NULL */
+    symk_qw q;      /* points into scale and global */
+} moe_cuda_mat;
+
 typedef struct moe_cuda_layer {
-    void *gate, *up, *down; /* device [E, inter, hidden], [E, inter, hidden], [E, hidden, inter] */
-    double *bias;           /* host [E] or NULL */
+    moe_cuda_mat gate, up, down; /* [E, inter, hidden], [E, inter, hidden], [E, hidden, inter] */
+    double *bias;                /* host [E] or NULL */
+    double *d_bias;              /* the same on the device, or NULL */
 } moe_cuda_layer;
 
 /* The `tile` key: the tables, the default variant, or one variant for every pass. */
@@ -53,11 +71,13 @@ enum { TILE_TABLES = -2, TILE_BUILTIN = -1 };
 
 typedef struct moe_cuda {
     const sy_host *host;
+    int gpu; /* current at create (device cuda set it); every op enters it: the caller's thread may be on another */
     int64_t chunk_tokens;
     int prepared;
     sy_moe_problem p;
     int32_t e_first, e_count; /* the experts this instance holds (expert parallelism) */
     int tile_key;             /* TILE_TABLES, TILE_BUILTIN or a variant index */
+    int route_host;           /* routing = host */
     char tuning_dir[4096];
     sytune_table tune;        /* entry[b][0]: bucket b's variant */
     uint64_t logged_buckets;  /* bit b: bucket b's first pass was logged (debug); bit 63: the default's */
@@ -69,7 +89,9 @@ typedef struct moe_cuda {
     int32_t *counts, *offsets; /* [E + 1] */
     int32_t *meta;      /* assign_tok [A] | slot_of [A] | tiles [n_tiles * 3] */
     /* Device scratch for one pass. */
-    int32_t *d_meta;
+    int32_t *d_meta;    /* as meta, then a symk_counts (device routing) */
+    int32_t *d_ids;     /* [A] (device routing) */
+    void *d_route;      /* the routing kernel's scratch (symk_route_scratch) */
     float *d_wts, *d_xe, *d_act, *d_up, *d_ye;
     size_t max_tiles;
 } moe_cuda;
@@ -86,6 +108,10 @@ static const sy_key_decl keys[] = {
      0, 0, NULL},
     {"tuning_dir", SY_KEY_STRING, SY_MOE_TUNING_DIR,
      "MoE tuning tables: <dir>/cuda-sm<cc>/<gpu name>/E=..,N=..,K=..,dtype=...ini (docs/moe-tuning.md)", 0, 0, NULL},
+    {"routing", SY_KEY_STRING, "device",
+     "device: route and group the tokens on the GPU (no host round trip in a layer); host: copy the router logits "
+     "to the host and route there with moe cpu's code (the reference; synchronises every layer)",
+     0, 0, NULL},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -103,8 +129,8 @@ static const char *default_tuning_dir(void)
 
 static int probe(const sy_host *host, sy_err *why)
 {
-    (void)host;
-    return syc_probe_gpu0(why) ? 50 : 0; /* the portable variant: an arch-specific one should score higher */
+    return syc_probe_gpu(syc_probe_target(host), why) ? 50 : 0; /* the portable variant: an arch-specific one should
+                                                                  * score higher */
 }
 
 static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **inst, sy_err *err)
@@ -121,10 +147,15 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
         symt_names(names, sizeof names);
         return sy_err_set(err, SY_ERR_INVALID, "tile = '%s': expected one of %s, builtin, auto or empty", tile, names);
     }
+    const char *routing = sy_kv_get(cfg, n_cfg, "routing");
+    if (routing && *routing && strcmp(routing, "device") != 0 && strcmp(routing, "host") != 0)
+        return sy_err_set(err, SY_ERR_INVALID, "routing = '%s': expected device or host", routing);
     moe_cuda *m = calloc(1, sizeof *m);
     if (!m)
         return sy_err_set(err, SY_ERR_NOMEM, "moe cuda: cannot allocate the instance");
     m->host = host;
+    m->gpu = syc_current_gpu();
+    m->route_host = routing && strcmp(routing, "host") == 0;
     m->chunk_tokens = mt;
     m->tile_key = tile_key;
     snprintf(m->tuning_dir, sizeof m->tuning_dir, "%s",
@@ -134,16 +165,28 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
 }
 
 /* cudaFree(NULL) is a no-op, so a partly uploaded layer frees the same way. */
+static void mat_free(moe_cuda_mat *M)
+{
+    cudaFree(M->w);
+    cudaFree(M->scale);
+    cudaFree(M->global);
+    memset(M, 0, sizeof *M);
+}
+
 static void layer_free(moe_cuda_layer *L)
 {
-    cudaFree(L->gate);
-    cudaFree(L->up);
-    cudaFree(L->down);
+    mat_free(&L->gate);
+    mat_free(&L->up);
+    mat_free(&L->down);
+    cudaFree(L->d_bias);
     free(L->bias);
+    L->bias = NULL;
+    L->d_bias = NULL;
 }
 
 static void release(moe_cuda *m)
 {
+    cudaSetDevice(m->gpu); /* frees go to the instance's GPU whichever thread destroys it */
     if (m->layers) {
         for (int32_t l = 0; l < m->p.n_layers; l++)
             layer_free(&m->layers[l]);
@@ -153,12 +196,13 @@ static void release(moe_cuda *m)
     void *host[] = {m->logits, m->ids, m->wts, m->counts, m->offsets, m->meta};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         free(host[i]);
-    void *dev[] = {m->d_meta, m->d_wts, m->d_xe, m->d_act, m->d_up, m->d_ye};
+    void *dev[] = {m->d_meta, m->d_ids, m->d_route, m->d_wts, m->d_xe, m->d_act, m->d_up, m->d_ye};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             cudaFree(dev[i]);
     m->logits = m->wts = NULL;
-    m->ids = m->counts = m->offsets = m->meta = m->d_meta = NULL;
+    m->ids = m->counts = m->offsets = m->meta = m->d_meta = m->d_ids = NULL;
+    m->d_route = NULL;
     m->d_wts = m->d_xe = m->d_act = m->d_up = m->d_ye = NULL;
     m->prepared = 0;
 }
@@ -177,8 +221,8 @@ static int check(const sy_moe_problem *p, sy_err *why)
     int rc = sy__moe_check_problem(p, why);
     if (rc)
         return rc;
-    if (p->weight_dtype != SY_DTYPE_F32 && p->weight_dtype != SY_DTYPE_F16 && p->weight_dtype != SY_DTYPE_BF16)
-        return sy_err_set(why, SY_ERR_UNSUPPORTED, "expert weights %s: moe cuda reads F32, F16 and BF16",
+    if (!syk_wdtype_ok(p->weight_dtype) && !syk_wdtype_quant(p->weight_dtype))
+        return sy_err_set(why, SY_ERR_UNSUPPORTED, "expert weights %s: moe cuda reads F32, F16, BF16, F8_E4M3 and NVFP4",
                           sy_dtype_name(p->weight_dtype));
     return SY_OK;
 }
@@ -190,11 +234,9 @@ static int supports(void *inst, const sy_moe_problem *p, sy_err *why)
 }
 
 /* This GPU's <arch> and <sku> for the tables: "cuda-sm90", "NVIDIA-H200". */
-static int tune_device(char *arch, size_t arch_len, char *sku, size_t sku_len, sy_err *err)
+static int tune_device(int dev, char *arch, size_t arch_len, char *sku, size_t sku_len, sy_err *err)
 {
-    int dev = 0;
     struct cudaDeviceProp prop;
-    SYC_TRY(err, cudaGetDevice(&dev), "moe cuda: cudaGetDevice");
     SYC_TRY(err, cudaGetDeviceProperties(&prop, dev), "moe cuda: cudaGetDeviceProperties");
     snprintf(arch, arch_len, "cuda-sm%d%d", prop.major, prop.minor);
     sytune_sanitise(sku, sku_len, prop.name);
@@ -202,10 +244,9 @@ static int tune_device(char *arch, size_t arch_len, char *sku, size_t sku_len, s
 }
 
 /* Every variant's needs (cudaFuncGetAttributes) and this device's limits. */
-static int tile_fit_query(symt_fit *f, sy_err *err)
+static int tile_fit_query(int dev, symt_fit *f, sy_err *err)
 {
-    int dev = 0, smem = 0, regs = 0, thr = 0;
-    SYC_TRY(err, cudaGetDevice(&dev), "moe cuda: cudaGetDevice");
+    int smem = 0, regs = 0, thr = 0;
     SYC_TRY(err, cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
             "moe cuda: shared memory per block");
     SYC_TRY(err, cudaDeviceGetAttribute(&regs, cudaDevAttrMaxRegistersPerBlock, dev), "moe cuda: registers per block");
@@ -228,7 +269,7 @@ static int load_tiles(moe_cuda *m, sy_err *err)
     memset(&m->tune, 0, sizeof m->tune);
     m->logged_buckets = 0;
     symt_fit fit;
-    int rc = tile_fit_query(&fit, err);
+    int rc = tile_fit_query(m->gpu, &fit, err);
     if (rc)
         return rc;
     if (m->tile_key == TILE_BUILTIN) {
@@ -247,7 +288,7 @@ static int load_tiles(moe_cuda *m, sy_err *err)
         return SY_OK;
     }
     char arch[64], sku[256];
-    if ((rc = tune_device(arch, sizeof arch, sku, sizeof sku, err)))
+    if ((rc = tune_device(m->gpu, arch, sizeof arch, sku, sizeof sku, err)))
         return rc;
     const sytune_schema s = symt_schema(&fit, SY_MOE_CUDA_NAME);
     return sytune_load(m->tuning_dir, arch, sku, p->n_experts, p->inter, p->hidden, p->weight_dtype, &s, m->host,
@@ -276,7 +317,7 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
 {
     moe_cuda *m = inst;
     int rc = check(p, err);
-    if (rc)
+    if (rc || (rc = syc_enter(m->gpu, err, "moe cuda")))
         return rc;
     release(m);
     m->p = *p;
@@ -302,7 +343,12 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
         release(m);
         return sy_err_set(err, SY_ERR_NOMEM, "moe cuda: cannot allocate host scratch for %zu tokens", C);
     }
-    cudaError_t e = cudaMalloc((void **)&m->d_meta, sizeof(int32_t) * (2 * A + 3 * m->max_tiles));
+    const size_t route_bytes = m->route_host ? 0 : symk_route_scratch((int64_t)C, p->n_experts, p->n_group);
+    cudaError_t e = cudaMalloc((void **)&m->d_meta, sizeof(int32_t) * (2 * A + 3 * m->max_tiles) + sizeof(symk_counts));
+    if (e == cudaSuccess && !m->route_host)
+        e = cudaMalloc((void **)&m->d_ids, sizeof(int32_t) * A);
+    if (e == cudaSuccess && !m->route_host)
+        e = cudaMalloc(&m->d_route, route_bytes);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&m->d_wts, sizeof(float) * A);
     if (e == cudaSuccess)
@@ -316,41 +362,100 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     if (e != cudaSuccess) {
         release(m);
         return sy_err_set(err, SY_ERR_NOMEM, "moe cuda: device scratch for %zu tokens x top_k %zu (%.1f MiB): %s; "
-                          "lower max_tokens", C, K, (double)(sizeof(float) * A * (2 * H + 2 * F)) / 1048576.0,
+                          "lower max_tokens", C, K,
+                          (double)(sizeof(float) * A * (2 * H + 2 * F) + route_bytes) / 1048576.0,
                           cudaGetErrorString(e));
     }
     m->prepared = 1;
     sy_logf(m->host, SY_LOG_INFO, SY_MOE_CUDA_NAME, "%d experts top-%d, device scratch for %zu tokens per pass "
-            "(%.1f MiB), expert GEMM tiles: %s (%d buckets)", p->n_experts, p->top_k, C,
-            (double)(sizeof(float) * A * (2 * H + 2 * F)) / 1048576.0, m->tune.source, m->tune.n);
+            "(%.1f MiB), %s experts, routing on the %s, expert GEMM tiles: %s (%d buckets)", p->n_experts, p->top_k, C,
+            (double)(sizeof(float) * A * (2 * H + 2 * F) + route_bytes) / 1048576.0, sy_dtype_name(p->weight_dtype),
+            m->route_host ? "host" : "device", m->tune.source, m->tune.n);
     return SY_OK;
 }
 
-/* Uploads n_experts [rows, cols] views into one device buffer. */
-static int upload_experts(const sy_moe_problem *p, int32_t E, int32_t e0, const sy_tensor *v, const char *what,
-                          int64_t rows, int64_t cols, void **out, sy_err *err)
+/* Uploads E [rows, cols] F32/F16/BF16 views into one device buffer. */
+static int upload_float(const sy_moe_problem *p, int32_t E, const sy_tensor *v, int64_t rows, int64_t cols,
+                        moe_cuda_mat *out, sy_err *err)
 {
     const size_t es = (size_t)sy_dtype_bits(p->weight_dtype) / 8;
     const size_t mat = (size_t)rows * (size_t)cols * es;
+    SYC_TRY(err, cudaMalloc(&out->w, mat * (size_t)E), "moe prepare_layer: expert weights");
+    for (int32_t e = 0; e < E; e++)
+        SYC_TRY(err,
+                cudaMemcpy2D((char *)out->w + mat * (size_t)e, (size_t)cols * es, v[e].data,
+                             (size_t)v[e].stride[0] * es, (size_t)cols * es, (size_t)rows, cudaMemcpyHostToDevice),
+                "moe prepare_layer: expert upload");
+    return SY_OK;
+}
+
+/*
+ * Uploads E quantised views: their codes into one buffer, their scales
+ * into another (each expert's grid after the previous one's), their
+ * global scales into a third. The kernels index every expert's scales
+ * with one block shape, so all experts of a matrix must share it.
+ */
+static int upload_quant(const sy_moe_problem *p, int32_t E, int32_t e0, const sy_tensor *v, const char *what,
+                        int64_t rows, int64_t cols, moe_cuda_mat *out, sy_err *err)
+{
+    const int fp4 = p->weight_dtype == SY_DTYPE_FP4_E2M1;
+    const int32_t b0 = v[0].scale_block[0], b1 = v[0].scale_block[1];
+    for (int32_t e = 1; e < E; e++)
+        if (v[e].scale_block[0] != b0 || v[e].scale_block[1] != b1 || v[e].scale_dtype != v[0].scale_dtype)
+            return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                              "moe prepare_layer: expert %d %s has %s scales per [%d, %d], expert %d %s per [%d, %d]; "
+                              "moe cuda expects one scale layout for all experts of a matrix",
+                              e0 + e, what, sy_dtype_name(v[e].scale_dtype), v[e].scale_block[0],
+                              v[e].scale_block[1], e0, sy_dtype_name(v[0].scale_dtype), b0, b1);
+    const size_t row_bytes = (size_t)(fp4 ? cols / 2 : cols), codes = (size_t)rows * row_bytes;
+    const size_t n_scales = (size_t)((rows + b0 - 1) / b0) * (size_t)((cols + b1 - 1) / b1);
+    const size_t sb = n_scales * (fp4 ? 1 : sizeof(float));
+    float *globals = malloc(sizeof(float) * (size_t)E);
+    if (!globals)
+        return sy_err_set(err, SY_ERR_NOMEM, "moe prepare_layer: cannot allocate %d global scales", E);
+    for (int32_t e = 0; e < E; e++)
+        globals[e] = v[e].global_scale;
+    cudaError_t ce = cudaMalloc(&out->w, codes * (size_t)E);
+    if (ce == cudaSuccess)
+        ce = cudaMalloc(&out->scale, sb * (size_t)E);
+    if (ce == cudaSuccess)
+        ce = cudaMalloc((void **)&out->global, sizeof(float) * (size_t)E);
+    if (ce == cudaSuccess)
+        ce = cudaMemcpy(out->global, globals, sizeof(float) * (size_t)E, cudaMemcpyHostToDevice);
+    free(globals);
+    for (int32_t e = 0; e < E && ce == cudaSuccess; e++) {
+        ce = cudaMemcpy((char *)out->w + codes * (size_t)e, v[e].data, codes, cudaMemcpyHostToDevice);
+        if (ce == cudaSuccess)
+            ce = cudaMemcpy((char *)out->scale + sb * (size_t)e, v[e].scale, sb, cudaMemcpyHostToDevice);
+    }
+    if (ce != cudaSuccess)
+        return syc_fail(err, ce, "moe prepare_layer: quantised expert upload");
+    out->q = (symk_qw){out->scale, out->global, (int64_t)n_scales, b0, b1};
+    return SY_OK;
+}
+
+/* Checks E views of one matrix against the problem and uploads them into out. */
+static int upload_experts(const sy_moe_problem *p, int32_t E, int32_t e0, const sy_tensor *v, const char *what,
+                          int64_t rows, int64_t cols, moe_cuda_mat *out, sy_err *err)
+{
+    const int quant = syk_wdtype_quant(p->weight_dtype);
     for (int32_t e = 0; e < E; e++) {
         const sy_tensor *t = &v[e];
+        char why[200];
         if (t->dtype != p->weight_dtype)
             return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer: expert %d %s is %s; the problem says %s", e0 + e,
                               what, sy_dtype_name(t->dtype), sy_dtype_name(p->weight_dtype));
         if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols || t->stride[1] != 1 || t->stride[0] < cols ||
-            !t->data)
+            (quant && t->stride[0] != cols) || !t->data)
             return sy_err_set(err, SY_ERR_INVALID,
-                              "moe prepare_layer: expert %d %s must be a [%lld, %lld] matrix with contiguous rows, "
-                              "found ndim %d [%lld, %lld]", e0 + e, what, (long long)rows, (long long)cols, t->ndim,
-                              (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0));
+                              "moe prepare_layer: expert %d %s must be a [%lld, %lld] matrix with contiguous rows%s, "
+                              "found ndim %d [%lld, %lld]", e0 + e, what, (long long)rows, (long long)cols,
+                              quant ? " and no padding" : "", t->ndim, (long long)t->shape[0],
+                              (long long)(t->ndim > 1 ? t->shape[1] : 0));
+        if (quant && syk_qweight_check(t, why, sizeof why))
+            return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d %s: %s", e0 + e, what, why);
     }
-    SYC_TRY(err, cudaMalloc(out, mat * (size_t)E), "moe prepare_layer: expert weights");
-    for (int32_t e = 0; e < E; e++)
-        SYC_TRY(err,
-                cudaMemcpy2D((char *)*out + mat * (size_t)e, (size_t)cols * es, v[e].data, (size_t)v[e].stride[0] * es,
-                             (size_t)cols * es, (size_t)rows, cudaMemcpyHostToDevice),
-                "moe prepare_layer: expert upload");
-    return SY_OK;
+    return quant ? upload_quant(p, E, e0, v, what, rows, cols, out, err) : upload_float(p, E, v, rows, cols, out, err);
 }
 
 static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const sy_tensor *up, const sy_tensor *down,
@@ -359,6 +464,9 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
     moe_cuda *m = inst;
     if (!m->prepared)
         return sy_err_set(err, SY_ERR_INVALID, "moe cuda: prepare_layer before prepare");
+    int enter = syc_enter(m->gpu, err, "moe cuda");
+    if (enter)
+        return enter;
     if (layer < 0 || layer >= m->p.n_layers)
         return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer: layer %d outside [0, %d)", layer, m->p.n_layers);
     if (!gate || !up || !down)
@@ -380,8 +488,17 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
             bias[e] = tmp[e];
         free(tmp);
     }
-    moe_cuda_layer L = {NULL, NULL, NULL, bias};
+    moe_cuda_layer L = {.bias = bias};
     int rc;
+    if (bias) {
+        cudaError_t ce = cudaMalloc((void **)&L.d_bias, sizeof(double) * (size_t)E);
+        if (ce == cudaSuccess)
+            ce = cudaMemcpy(L.d_bias, bias, sizeof(double) * (size_t)E, cudaMemcpyHostToDevice);
+        if (ce != cudaSuccess) {
+            layer_free(&L);
+            return syc_fail(err, ce, "moe prepare_layer: score bias upload");
+        }
+    }
     const int32_t EL = m->e_count, e0 = m->e_first;
     if ((rc = upload_experts(&m->p, EL, e0, gate, "gate", m->p.inter, m->p.hidden, &L.gate, err)) ||
         (rc = upload_experts(&m->p, EL, e0, up, "up", m->p.inter, m->p.hidden, &L.up, err)) ||
@@ -405,14 +522,17 @@ static int f32_2d(const sy_tensor *t, const char *what, int64_t cols, int64_t *r
     return SY_OK;
 }
 
-/* One pass over tokens [t0, t0 + n). */
-static int run_pass(moe_cuda *m, const moe_cuda_layer *L, const float *x, int64_t ldx, const float *logits,
-                    int64_t ldl, float *out, int64_t ldo, int64_t t0, int64_t n, sy_err *err)
+/*
+ * routing = host: route the pass's n tokens with sy__moe_route, group and tile the assignments on the host and
+ * upload them; *nt the tile count.
+ */
+static int route_on_host(moe_cuda *m, const moe_cuda_layer *L, const float *logits, int64_t ldl, int64_t n, int vr,
+                         int64_t *nt_out, sy_err *err)
 {
-    const int64_t E = m->p.n_experts, K = m->p.top_k, H = m->p.hidden, F = m->p.inter, A = n * K;
+    const int64_t E = m->p.n_experts, K = m->p.top_k, A = n * K;
     const int64_t e0 = m->e_first, EL = m->e_count;
     SYC_TRY(err,
-            cudaMemcpy2D(m->logits, sizeof(float) * (size_t)E, logits + t0 * ldl, sizeof(float) * (size_t)ldl,
+            cudaMemcpy2D(m->logits, sizeof(float) * (size_t)E, logits, sizeof(float) * (size_t)ldl,
                          sizeof(float) * (size_t)E, (size_t)n, cudaMemcpyDeviceToHost),
             "moe forward: router logits download");
     for (int64_t i = 0; i < n; i++)
@@ -439,25 +559,56 @@ static int run_pass(moe_cuda *m, const moe_cuda_layer *L, const float *x, int64_
         assign_tok[row] = (int32_t)(a / K);
         slot_of[a] = row;
     }
-    const int64_t AL = m->offsets[EL]; /* rows this instance computes */
-    const int variant = pass_variant(m, n), vr = symt_variants[variant].rows;
     int64_t nt = 0;
     for (int64_t e = 0; e < EL; e++)
         for (int32_t r = 0; r < m->counts[e]; r += vr) {
             const int32_t left = m->counts[e] - r;
             tiles[nt++] = (symk_tile){(int32_t)e, m->offsets[e] + r, left < vr ? left : vr};
         }
+    /* assign_tok past the pass's rows is not read (the launches take the exact counts). */
     SYC_TRY(err, cudaMemcpy(m->d_meta, m->meta, sizeof(int32_t) * (size_t)(2 * A + 3 * nt), cudaMemcpyHostToDevice),
             "moe forward: assignment upload");
     SYC_TRY(err, cudaMemcpy(m->d_wts, m->wts, sizeof(float) * (size_t)A, cudaMemcpyHostToDevice),
             "moe forward: weight upload");
+    *nt_out = nt;
+    return SY_OK;
+}
+
+/* One pass over tokens [t0, t0 + n). */
+static int run_pass(moe_cuda *m, const moe_cuda_layer *L, const float *x, int64_t ldx, const float *logits,
+                    int64_t ldl, float *out, int64_t ldo, int64_t t0, int64_t n, sy_err *err)
+{
+    const int64_t K = m->p.top_k, H = m->p.hidden, F = m->p.inter, A = n * K;
+    const int variant = pass_variant(m, n), vr = symt_variants[variant].rows;
+    symk_tile *d_tiles = (symk_tile *)(m->d_meta + 2 * A);
+    int64_t rows = 0, nt = 0;
+    const symk_counts *cnt = NULL; /* device routing: the exact counts, on the device */
+    int rc;
+    if (m->route_host) {
+        if ((rc = route_on_host(m, L, logits + t0 * ldl, ldl, n, vr, &nt, err)))
+            return rc;
+        rows = m->offsets[m->e_count];
+    } else {
+        /* The most this pass can have: every assignment ours, and one partial tile per expert. */
+        rows = A;
+        nt = A / vr + m->e_count;
+        nt = nt < (int64_t)m->max_tiles ? nt : (int64_t)m->max_tiles;
+        symk_counts *d_cnt = (symk_counts *)(m->d_meta + 2 * A + 3 * (int64_t)m->max_tiles);
+        const symr_params rp = {m->p.n_experts, m->p.top_k, m->p.scoring == SY_MOE_SIGMOID, m->p.n_group,
+                                m->p.topk_group, m->p.norm_topk_prob, m->p.routed_scaling_factor};
+        if (symk_route_group(&rp, logits + t0 * ldl, ldl, n, L->d_bias, m->d_route, m->d_ids, m->d_wts, m->e_first,
+                             m->e_count, vr, (int64_t)m->max_tiles, m->d_meta, m->d_meta + A, d_tiles, d_cnt))
+            return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe forward: device routing groups up to %d experts, this "
+                              "instance holds %d; set routing = host", SYMK_GROUP_MAX_EXPERTS, m->e_count);
+        cnt = d_cnt;
+    }
     const int wdt = (int)m->p.weight_dtype;
-    const symk_tile *d_tiles = (const symk_tile *)(m->d_meta + 2 * A);
-    symk_gather(x + t0 * ldx, ldx, m->d_meta, AL, H, m->d_xe);
-    symk_grouped_gemm(variant, m->d_xe, H, L->gate, wdt, F, d_tiles, nt, m->d_act);
-    symk_grouped_gemm(variant, m->d_xe, H, L->up, wdt, F, d_tiles, nt, m->d_up);
-    symk_silu_mul(m->d_act, m->d_up, AL * F);
-    symk_grouped_gemm(variant, m->d_act, F, L->down, wdt, H, d_tiles, nt, m->d_ye);
+    const int q = syk_wdtype_quant(m->p.weight_dtype);
+    symk_gather(x + t0 * ldx, ldx, m->d_meta, rows, H, m->d_xe, cnt);
+    symk_grouped_gemm(variant, m->d_xe, H, L->gate.w, wdt, q ? &L->gate.q : NULL, F, d_tiles, nt, cnt, m->d_act);
+    symk_grouped_gemm(variant, m->d_xe, H, L->up.w, wdt, q ? &L->up.q : NULL, F, d_tiles, nt, cnt, m->d_up);
+    symk_silu_mul(m->d_act, m->d_up, rows, F, cnt);
+    symk_grouped_gemm(variant, m->d_act, F, L->down.w, wdt, q ? &L->down.q : NULL, H, d_tiles, nt, cnt, m->d_ye);
     symk_combine(m->d_ye, H, m->d_meta + A, m->d_wts, n, (int)K, out + t0 * ldo, ldo);
     return syc_launched(err, "moe forward");
 }
@@ -468,10 +619,12 @@ static int forward(void *inst, int32_t layer, const sy_tensor *x, const sy_tenso
     moe_cuda *m = inst;
     if (!m->prepared)
         return sy_err_set(err, SY_ERR_INVALID, "moe cuda: forward before prepare");
-    if (layer < 0 || layer >= m->p.n_layers || !m->layers[layer].gate)
+    int rc = syc_enter(m->gpu, err, "moe cuda");
+    if (rc)
+        return rc;
+    if (layer < 0 || layer >= m->p.n_layers || !m->layers[layer].gate.w)
         return sy_err_set(err, SY_ERR_INVALID, "moe forward: layer %d has no experts (prepare_layer first)", layer);
     int64_t n, nl, no, ldx, ldl, ldo;
-    int rc;
     if ((rc = f32_2d(x, "x", m->p.hidden, &n, &ldx, err)) ||
         (rc = f32_2d(router_logits, "router_logits", m->p.n_experts, &nl, &ldl, err)) ||
         (rc = f32_2d(out, "out", m->p.hidden, &no, &ldo, err)))
@@ -493,7 +646,7 @@ static int set_expert_range(void *inst, int32_t first, int32_t count, sy_err *er
     moe_cuda *m = inst;
     int32_t loaded = -1;
     for (int32_t l = 0; m->prepared && l < m->p.n_layers && loaded < 0; l++)
-        loaded = m->layers[l].gate ? l : -1;
+        loaded = m->layers[l].gate.w ? l : -1;
     const int rc = symoe_check_range(SY_MOE_CUDA_NAME, m->prepared, &m->p, first, count, loaded, err);
     if (rc)
         return rc;
@@ -521,7 +674,7 @@ static int tuning_table(void *inst, char *path, size_t cap, const char **source)
     const moe_cuda *m = inst;
     char arch[64], sku[256], fname[128];
     sy_err err = {{0}};
-    if (!m->prepared || tune_device(arch, sizeof arch, sku, sizeof sku, &err))
+    if (!m->prepared || tune_device(m->gpu, arch, sizeof arch, sku, sizeof sku, &err))
         return -1;
     sytune_file_name(fname, sizeof fname, m->p.n_experts, m->p.inter, m->p.hidden, m->p.weight_dtype);
     if (snprintf(path, cap, "%s/%s/%s/%s", m->tuning_dir, arch, sku, fname) >= (int)cap)
@@ -559,8 +712,9 @@ static const sy_plugin_desc desc = {
     .name = SY_MOE_CUDA_NAME,
     .version = PACKAGE_VERSION,
     .device = "cuda",
-    .description = "mixture of experts on NVIDIA GPUs (portable): the CPU plugin's routing, grouped expert GEMMs on "
-                   "F32/F16/BF16 weights with F32 accumulation, tiles from tuning tables, expert parallelism",
+    .description = "mixture of experts on NVIDIA GPUs (portable): the CPU plugin's routing on the device (or the host), "
+                   "grouped expert GEMMs on F32/F16/BF16, FP8 E4M3 and NVFP4 weights with F32 accumulation, tiles "
+                   "from tuning tables, expert parallelism",
     .keys = keys,
     .probe = probe,
     .create = create,

@@ -6,7 +6,10 @@
 #ifndef SY_MOE_KERN_H
 #define SY_MOE_KERN_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "moe_route_dev.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,17 +57,63 @@ typedef struct symk_attrs {
 /* 0 on success; else the cudaError_t of cudaFuncGetAttributes. */
 int symk_variant_attrs(int variant, symk_attrs *out);
 
-/* xe[a] = x[tok[a]] for a < A. */
-void symk_gather(const float *x, int64_t ldx, const int32_t *tok, int64_t A, int64_t hidden, float *xe);
+/* Weight dtypes beyond syc_load's F32/F16/BF16 (sy_dtype's numbers). */
+#define SYMK_FP8 3
+#define SYMK_FP4 4
+
+/*
+ * The scales of one matrix of every expert (FP8 / NVFP4, device memory):
+ * expert e's are scale + e * scale_stride (elements: F32 for FP8, E4M3
+ * bytes for NVFP4), row-major [ceil(M/b0), ceil(K/b1)]; its codes are
+ * w + e * M * row_bytes, row after row (plugins/device/cuda/device_quant.h's
+ * layout); global[e] its global scale. An element is q * (scale * global),
+ * the CPU plugin's value.
+ */
+typedef struct symk_qw {
+    const void *scale;
+    const float *global;
+    int64_t scale_stride;
+    int32_t b0, b1;
+} symk_qw;
+
+/*
+ * The pass's sizes the device routing wrote (symk_route_group): how many
+ * assignment rows this instance computes and how many row tiles they make.
+ * With NULL the launchers take their count arguments as exact.
+ */
+typedef struct symk_counts {
+    int32_t rows, tiles;
+} symk_counts;
+
+/* xe[a] = x[tok[a]] for a < A (a < cnt->rows when cnt is not NULL). */
+void symk_gather(const float *x, int64_t ldx, const int32_t *tok, int64_t A, int64_t hidden, float *xe,
+                 const symk_counts *cnt);
 /*
  * out[a, :M] = xe[a, :K] . W_e^T for the tiles' rows, W_e = w + e * M * K
- * (row-major [M, K] of dtype wdt per expert); n_tiles tiles on the device,
- * each of at most the variant's rows.
+ * (row-major [M, K] of dtype wdt per expert; FP8 / NVFP4 with q, else q is
+ * NULL); n_tiles tiles on the device (at most n_tiles, the first
+ * cnt->tiles of them, when cnt is not NULL), each of at most the
+ * variant's rows.
  */
-void symk_grouped_gemm(int variant, const float *xe, int64_t K, const void *w, int wdt, int64_t M,
-                       const symk_tile *tiles, int64_t n_tiles, float *out);
-/* g = silu(g) * u over A x n. */
-void symk_silu_mul(float *g, const float *u, int64_t n);
+void symk_grouped_gemm(int variant, const float *xe, int64_t K, const void *w, int wdt, const symk_qw *q, int64_t M,
+                       const symk_tile *tiles, int64_t n_tiles, const symk_counts *cnt, float *out);
+/* g = silu(g) * u over rows x n (rows: at most A, cnt->rows when cnt is not NULL). */
+void symk_silu_mul(float *g, const float *u, int64_t rows, int64_t n, const symk_counts *cnt);
+/*
+ * Device routing of T tokens (moe_route_dev.h per token, one thread each;
+ * logits [T, ldl], bias [E] or NULL, scratch sized by symk_route_scratch)
+ * into ids and wts [T, top_k]; then one block groups the assignments to
+ * experts [e0, e0 + EL) by expert, tokens ascending (the host path's
+ * order): assign_tok [A], slot_of [A] (-1: another rank's expert), tiles of
+ * at most rows_per_tile rows (at most max_tiles), and *cnt. Returns 0,
+ * or -1 when EL is over SYMK_GROUP_MAX_EXPERTS.
+ */
+#define SYMK_GROUP_MAX_EXPERTS 1024
+int symk_route_group(const symr_params *rp, const float *logits, int64_t ldl, int64_t T, const double *bias, void *scratch,
+                     int32_t *ids, float *wts, int32_t e0, int32_t EL, int32_t rows_per_tile, int64_t max_tiles,
+                     int32_t *assign_tok, int32_t *slot_of, symk_tile *tiles, symk_counts *cnt);
+/* Bytes of device scratch symk_route_group needs for T tokens of E experts in n_group groups. */
+size_t symk_route_scratch(int64_t T, int32_t E, int32_t n_group);
 /* out[t] = sum_k wts[t * K + k] * ye[slot[t * K + k]] for t < T; a slot < 0 (an expert another rank holds) adds nothing. */
 void symk_combine(const float *ye, int64_t hidden, const int32_t *slot, const float *wts, int64_t T, int top_k,
                   float *out, int64_t ldo);
