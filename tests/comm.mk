@@ -14,3 +14,21 @@ tests_comm_test_comm_tcp_SOURCES = tests/comm/test_comm_tcp.c tests/comm/comm_ha
 	tests/comm/comm_harness.h tests/unit/test_check.h
 tests_comm_test_comm_tcp_CPPFLAGS = $(libsycore_a_CPPFLAGS)
 tests_comm_test_comm_tcp_LDADD = $(SY_CORE_LIBS)
+
+# A pretend GPU family (tests/plugins/sytest_gpu.c): bench-comm must open the
+# device plugin in each forked rank, with local rank = rank, before a comm
+# plugin that works on device memory (as nccl and cuda-p2p on "cuda").
+TESTS += tests/comm/test_bench_comm_gpu.sh
+EXTRA_DIST += tests/comm/test_bench_comm_gpu.sh
+check_LTLIBRARIES += tests/plugins/sytest-gpudev.la tests/plugins/sytest-gpucomm.la
+tests_plugins_sytest_gpudev_la_SOURCES = tests/plugins/sytest_gpu.c
+tests_plugins_sytest_gpudev_la_CPPFLAGS = $(SY_TEST_PLUGIN_CPPFLAGS) -DSYTEST_GPU_DEVICE
+tests_plugins_sytest_gpudev_la_CFLAGS = $(SY_PLUGIN_CFLAGS)
+tests_plugins_sytest_gpudev_la_LDFLAGS = $(SY_TEST_PLUGIN_LDFLAGS)
+tests_plugins_sytest_gpucomm_la_SOURCES = tests/plugins/sytest_gpu.c plugins/comm/shm/shm_seg.c \
+	plugins/comm/shm/shm_seg.h
+tests_plugins_sytest_gpucomm_la_CPPFLAGS = $(AM_CPPFLAGS) $(SY_TEST_PLUGIN_CPPFLAGS) \
+	-I$(top_srcdir)/plugins/comm/shm -DSYTEST_GPU_COMM
+tests_plugins_sytest_gpucomm_la_CFLAGS = $(SY_PLUGIN_CFLAGS)
+tests_plugins_sytest_gpucomm_la_LDFLAGS = $(SY_TEST_PLUGIN_LDFLAGS)
+tests_plugins_sytest_gpucomm_la_LIBADD = -lrt

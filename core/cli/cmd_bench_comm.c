@@ -11,6 +11,14 @@
  * --launched the ranks come from a launcher instead (mpirun: the
  * OMPI_COMM_WORLD_RANK/SIZE environment), which is how mpi runs.
  *
+ * Each rank runs as the engine's would: the host table carries its local
+ * rank (the fork index; with --launched the launcher's local rank), and
+ * when the comm plugin works on another device than "cpu" (nccl and
+ * cuda-p2p on "cuda") the rank opens that device's plugin first, through
+ * the loader with the configuration's [device] section, so that rank r
+ * computes on GPU r ([device] gpu = -1) instead of every rank on GPU 0. The
+ * table header says which GPU each rank took.
+ *
  * busbw = algbw * 2(n-1)/n, as nccl-tests reports for allreduce. #wrong
  * counts elements that differ from the exact sum (the inputs are small
  * integers, so every summation order gives the same exact result).
@@ -52,19 +60,22 @@ typedef const char *(*algorithm_fn)(void *inst, size_t bytes);
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: switchyard bench-comm [--plugin local|shm|tcp|mpi|all|PATH] [--ranks N] [--min-bytes SIZE]\n"
+            "usage: switchyard bench-comm [--plugin local|shm|tcp|nccl|cuda-p2p|mpi|all|PATH] [--ranks N]\n"
+            "                             [--min-bytes SIZE]\n"
             "                             [--max-bytes SIZE] [--factor F] [--iters N] [--warmup N] [--timeout S]\n"
             "                             [--launched] [--rendezvous NAME] [-c CONFIG] [--set comm.KEY=VALUE]...\n"
             "                             [--plugin-dir DIR]...\n"
             "Allreduce (float, sum, in place) latency and bandwidth by size, as nccl-tests prints them.\n"
             "  --plugin      the comm plugin (default all: every comm plugin that can run here)\n"
-            "  --ranks N     ranks to fork for shm and tcp (default 2; local is always 1)\n"
+            "  --ranks N     ranks to fork (default 2; local is always 1). For a GPU comm plugin (nccl,\n"
+            "                cuda-p2p) each rank opens the device plugin first ([device] keys, e.g.\n"
+            "                --set device.gpu=N pins one GPU): rank r computes on GPU r by default\n"
             "  --min-bytes / --max-bytes  sizes, multiplied by --factor (default 8 .. 64M, factor 2)\n"
             "  --iters N     timed iterations per size (default: by size, 5..1000); --warmup N (default 5)\n"
             "  --timeout S   bound on the rendezvous and every collective (default 30)\n"
             "  --launched    ranks come from the launcher (mpirun), not forked here:\n"
             "                mpirun -n 2 switchyard bench-comm --plugin mpi --launched\n"
-            "  --set comm.KEY=VALUE  plugin keys, e.g. comm.algorithm=twoshot comm.crossover=256K\n"
+            "  --set comm.KEY=VALUE  plugin keys, e.g. comm.algorithm=twoshot comm.crossover=256K (device.KEY too)\n"
             "Exit status: 0; 1 when a rank fails or a result is wrong; 2 on bad usage.\n");
 }
 
@@ -150,11 +161,13 @@ static int load_config(bench_opts *o, sy_config **cfg)
     return 0;
 }
 
-/* The comm instance of one rank, with what it needs to be torn down. */
+/* The comm instance of one rank (and the device instance under it), with what it needs to be torn down. */
 typedef struct rank_ctx {
     sy_host_ctx host;
     sy_config *cfg;
     sy_loader *ld;
+    sy_plugin_inst *dev; /* NULL for a comm plugin on host memory (device "cpu") */
+    int gpu;             /* dev's device index (its get_proc("gpu")), -1 when it has none */
     sy_plugin_inst *pi;
     const sy_comm_ops *ops;
     algorithm_fn algorithm;
@@ -164,6 +177,8 @@ static void rank_close(rank_ctx *r)
 {
     if (r->pi)
         sy_plugin_inst_destroy(r->pi);
+    if (r->dev) /* after the comm instance, which may use its device */
+        sy_plugin_inst_destroy(r->dev);
     if (r->ld)
         sy_loader_free(r->ld);
     if (r->cfg)
@@ -171,11 +186,42 @@ static void rank_close(rank_ctx *r)
     sy_host_fini(&r->host);
 }
 
-static int rank_open(bench_opts *o, const char *plugin, int rank, int world, const char *rendezvous, rank_ctx *r)
+/*
+ * The device plugin for a comm plugin that works on device memory of
+ * `device`: [device] plugin when it names one, else auto among that
+ * device's plugins, created with the [device] keys, as the engine opens it
+ * before joining the group.
+ */
+static int open_device(rank_ctx *r, const char *device, int rank, sy_err *err)
+{
+    const char *spec = sy_config_get(r->cfg, "device", "plugin");
+    if (!spec || !*spec)
+        spec = "auto";
+    sy_plugin *p = NULL;
+    int rc = sy_loader_resolve(r->ld, SY_KIND_DEVICE, spec, device, &r->host.api, &p, err);
+    if (!rc)
+        rc = sy_plugin_create(p, &r->host.api, r->cfg, "device", &r->dev, err);
+    if (rc) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return sy_err_set(err, rc, "rank %d (local rank %d): the comm plugin works on device %s, whose device plugin "
+                          "([device] plugin = %s) cannot open: %s", rank, r->host.api.local_rank, device, spec, why);
+    }
+    const sy_plugin_desc *d = r->dev->plugin->desc;
+    int (*gpu_of)(void *) = d->get_proc ? (int (*)(void *))d->get_proc("gpu") : NULL;
+    r->gpu = gpu_of ? gpu_of(r->dev->inst) : -1;
+    return SY_OK;
+}
+
+static int rank_open(bench_opts *o, const char *plugin, int rank, int local_rank, int world, const char *rendezvous,
+                     rank_ctx *r)
 {
     sy_err err = {{0}};
     memset(r, 0, sizeof *r);
+    r->gpu = -1;
     sy_host_init(&r->host);
+    /* Before any probe: a GPU plugin takes it as its default device, as in the engine. */
+    r->host.api.local_rank = local_rank;
     if (load_config(o, &r->cfg))
         return -1;
     if (sy_loader_from_config(r->cfg, o->common.plugin_dirs[0] ? o->common.plugin_dirs : NULL, NULL, &r->ld, &err)) {
@@ -191,6 +237,11 @@ static int rank_open(bench_opts *o, const char *plugin, int rank, int world, con
     const char *named = sy_config_get(r->cfg, "comm", "plugin");
     const char *section = !named || !strcmp(named, p->desc->name) ? "comm" : "comm (not this plugin's)";
     const sy_plugin_desc *desc = p->desc;
+    if (desc->device && *desc->device && strcmp(desc->device, "cpu") != 0 && open_device(r, desc->device, rank, &err)) {
+        sy_plugin_close(p);
+        fprintf(stderr, "switchyard bench-comm: comm plugin %s: %s\n", plugin, err.msg);
+        return -1;
+    }
     if (sy_plugin_create(p, &r->host.api, r->cfg, section, &r->pi, &err)) {
         fprintf(stderr, "switchyard bench-comm: comm plugin %s: %s\n", plugin, err.msg);
         return -1;
@@ -270,15 +321,54 @@ fail:
     return -1;
 }
 
+/*
+ * The header's device line, "# device cuda: rank 0 on GPU 0, rank 1 on GPU 1"
+ * (every rank's GPU, summed into a vector that only holds 1 + the own GPU
+ * in the rank's place), or "" when the comm plugin works on host memory.
+ * A collective: every rank calls it. Returns 0, or -1 (printed).
+ */
+static int device_line(rank_ctx *r, int rank, int world, char *out, size_t cap)
+{
+    out[0] = 0;
+    if (!r->dev)
+        return 0;
+    float *g = calloc((size_t)world, sizeof *g);
+    sy_err err = {{0}};
+    if (!g) {
+        fprintf(stderr, "switchyard bench-comm: rank %d: out of memory\n", rank);
+        return -1;
+    }
+    g[rank] = (float)(r->gpu + 1);
+    sy_tensor t = sy_tensor_2d(g, SY_DTYPE_F32, 1, world);
+    if (r->ops->allreduce_sum(r->pi->inst, &t, &err)) {
+        fprintf(stderr, "switchyard bench-comm: rank %d: gathering the ranks' GPUs: %s\n", rank, err.msg);
+        free(g);
+        return -1;
+    }
+    size_t len = (size_t)snprintf(out, cap, "# device %s:", r->dev->plugin->desc->name);
+    for (int i = 0; i < world && len < cap; i++) {
+        const int gpu = (int)g[i] - 1;
+        if (gpu >= 0)
+            len += (size_t)snprintf(out + len, cap - len, "%s rank %d on GPU %d", i ? "," : "", i, gpu);
+        else
+            len += (size_t)snprintf(out + len, cap - len, "%s rank %d on its device", i ? "," : "", i);
+    }
+    free(g);
+    return 0;
+}
+
 /* One rank's whole run. Returns the exit status. */
-static int run_rank(bench_opts *o, const char *plugin, int rank, int world, const char *rendezvous)
+static int run_rank(bench_opts *o, const char *plugin, int rank, int local_rank, int world, const char *rendezvous)
 {
     rank_ctx r;
     int status = 1;
-    if (rank_open(o, plugin, rank, world, rendezvous, &r))
+    char devline[4096];
+    if (rank_open(o, plugin, rank, local_rank, world, rendezvous, &r))
         goto out;
     rank = r.ops->rank(r.pi->inst);
     world = r.ops->size(r.pi->inst);
+    if (device_line(&r, rank, world, devline, sizeof devline))
+        goto out;
     size_t cap = (size_t)o->max_bytes / sizeof(float) * sizeof(float);
     float *buf = aligned_alloc(64, (cap + 63) / 64 * 64);
     if (!buf) {
@@ -288,6 +378,8 @@ static int run_rank(bench_opts *o, const char *plugin, int rank, int world, cons
     if (rank == 0) {
         printf("# switchyard bench-comm: comm plugin %s, %d rank%s, allreduce float sum in place, timeout %.0f s\n",
                r.pi->plugin->desc->name, world, world == 1 ? "" : "s", o->timeout_s);
+        if (devline[0])
+            printf("%s\n", devline);
         printf("#\n# %10s  %12s  %8s  %6s  %9s  %8s  %8s  %6s  %s\n", "size", "count", "type", "redop", "time",
                "algbw", "busbw", "#wrong", "algorithm");
         printf("# %10s  %12s  %8s  %6s  %9s  %8s  %8s  %6s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
@@ -360,7 +452,8 @@ static int run_forked(bench_opts *o, const char *plugin, int world)
         if (pids[rank] == 0) {
             if (rank != 0 && lfd >= 0)
                 close(lfd);
-            int st = run_rank(o, plugin, rank, world, rank == 0 ? rendezvous0 : rendezvous);
+            /* The forked ranks are one node's: each one's local rank is its rank. */
+            int st = run_rank(o, plugin, rank, rank, world, rank == 0 ? rendezvous0 : rendezvous);
             fflush(stdout);
             fflush(stderr);
             _exit(st);
@@ -426,6 +519,54 @@ static int available_plugins(bench_opts *o, char names[16][64])
     return count;
 }
 
+/*
+ * available_plugins in a child process: the GPU plugins' probes initialise
+ * the CUDA driver, and a process that did cannot hand a working CUDA to the
+ * ranks it forks afterwards. Returns the count, or 0 (printed) on failure.
+ */
+static int available_plugins_forked(bench_opts *o, char names[16][64])
+{
+    int fd[2];
+    if (pipe(fd) != 0) {
+        perror("switchyard bench-comm: pipe");
+        return 0;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        perror("switchyard bench-comm: fork");
+        close(fd[0]);
+        close(fd[1]);
+        return 0;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        int n = available_plugins(o, names);
+        const int ok = write(fd[1], &n, sizeof n) == (ssize_t)sizeof n &&
+                       write(fd[1], names, sizeof(char[16][64])) == (ssize_t)sizeof(char[16][64]);
+        fflush(stderr);
+        _exit(ok ? 0 : 1);
+    }
+    close(fd[1]);
+    int n = 0;
+    size_t got = 0;
+    char *dst = (char *)names;
+    ssize_t k = read(fd[0], &n, sizeof n);
+    while (k == (ssize_t)sizeof n && got < sizeof(char[16][64])) {
+        const ssize_t m = read(fd[0], dst + got, sizeof(char[16][64]) - got);
+        if (m <= 0)
+            break;
+        got += (size_t)m;
+    }
+    close(fd[0]);
+    int ws = 0;
+    waitpid(pid, &ws, 0);
+    if (k != (ssize_t)sizeof n || got != sizeof(char[16][64]) || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+        return 0;
+    return n < 0 ? 0 : n > 16 ? 16 : n;
+}
+
 int sy_cmd_bench_comm(int argc, char **argv)
 {
     bench_opts o;
@@ -446,18 +587,19 @@ int sy_cmd_bench_comm(int argc, char **argv)
     if (o.launched) {
         static const char *const rank_env[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", NULL};
         static const char *const size_env[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
-        const int rank = env_int(rank_env, -1), world = env_int(size_env, -1);
+        static const char *const local_env[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", NULL};
+        const int rank = env_int(rank_env, -1), world = env_int(size_env, -1), local = env_int(local_env, 0);
         if (strcmp(o.plugin, "mpi") != 0 && (rank < 0 || world < 1)) {
             fprintf(stderr, "switchyard bench-comm: --launched, but no launcher set OMPI_COMM_WORLD_RANK/SIZE\n");
             return 2;
         }
-        return run_rank(&o, strcmp(o.plugin, "all") ? o.plugin : "mpi", rank, world,
+        return run_rank(&o, strcmp(o.plugin, "all") ? o.plugin : "mpi", rank, local, world,
                         o.rendezvous ? o.rendezvous : "bench-launched");
     }
     char names[16][64];
     int n = 1;
     if (strcmp(o.plugin, "all") == 0) {
-        n = available_plugins(&o, names);
+        n = available_plugins_forked(&o, names);
         if (n == 0) {
             fprintf(stderr, "switchyard bench-comm: no comm plugin can run here (see `switchyard plugins`)\n");
             return 1;

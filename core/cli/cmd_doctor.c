@@ -9,7 +9,13 @@
  *      topology kind of each pair (NV, PIX, PXB, PHB, NODE, SYS) from NVML
  *      when libnvidia-ml is present;
  *   4. which plugin `auto` picks for each kind, and every candidate's probe
- *      score or reason, from the loader's own probes.
+ *      score or reason, from the loader's own probes;
+ *   5. the GPU each local rank computes on (rank r on GPU r with the default
+ *      [device] gpu = -1), with the device and attention plugins each rank
+ *      would take (the loader's probes with that local rank): for --tp N,
+ *      else one rank per GPU. It warns when the GPUs differ in compute
+ *      capability, and says when --tp N cannot run here (fewer GPUs than
+ *      ranks, ranks sharing a pinned GPU, a device plugin that cannot run).
  *
  * The core links no CUDA library: the driver (libcuda.so.1), the runtime
  * (libcudart) and NVML (libnvidia-ml.so.1) are dlopen'ed, and every one of
@@ -30,7 +36,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { DOCTOR_OK = 0, DOCTOR_PLUGIN_MISSING = 1, DOCTOR_USAGE = 2, DOCTOR_NO_GPU = 3 };
+enum { DOCTOR_OK = 0, DOCTOR_PLUGIN_MISSING = 1, DOCTOR_USAGE = 2, DOCTOR_NO_GPU = 3, DOCTOR_TP_CANNOT = 4 };
 
 #define MAX_GPUS 64
 
@@ -64,12 +70,15 @@ typedef struct gpu_info {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: switchyard doctor [-c CONFIG] [--plugin-dir DIR]... [--set section.key=value]...\n"
+            "usage: switchyard doctor [--tp N] [-c CONFIG] [--plugin-dir DIR]... [--set section.key=value]...\n"
             "Reports the NVIDIA driver and CUDA runtime (or why they cannot start, with the known causes),\n"
-            "each GPU's compute capability and memory, the peer-to-peer matrix with its topology, and which\n"
-            "plugin `auto` picks for each kind, with every candidate's probe result.\n"
+            "each GPU's compute capability and memory, the peer-to-peer matrix with its topology, which\n"
+            "plugin `auto` picks for each kind, with every candidate's probe result, and the GPU and plugins\n"
+            "each local rank would take (rank r on GPU r unless [device] gpu pins one).\n"
+            "  --tp N   would `--tp N` run here? (the ranks' GPUs and plugins with this configuration)\n"
             "Exit status: 0 a usable NVIDIA GPU and a plugin of every kind; 3 no usable NVIDIA GPU (the CPU\n"
-            "plugins serve; the diagnosis says why); 1 `auto` finds no plugin for some kind; 2 bad usage.\n");
+            "plugins serve; the diagnosis says why); 1 `auto` finds no plugin for some kind; 4 --tp N cannot\n"
+            "run here (the report says why); 2 bad usage.\n");
 }
 
 static void *sym(void *dl, const char *name)
@@ -411,14 +420,133 @@ static int report_plugins(sy_loader *ld)
     return bad;
 }
 
+/* ------------------------------------------------------------- ranks */
+
+/* Whether a plugin declares a config key (a device plugin with "gpu" picks one of several GPUs). */
+static int declares_key(const sy_plugin_desc *d, const char *key)
+{
+    for (const sy_key_decl *k = d->keys; k && k->name; k++)
+        if (strcmp(k->name, key) == 0)
+            return 1;
+    return 0;
+}
+
+/* The configured plugin of a section, or auto. */
+static const char *spec_of(const sy_config *cfg, const char *section)
+{
+    const char *s = sy_config_get(cfg, section, "plugin");
+    return s && *s ? s : "auto";
+}
+
+/*
+ * What each local rank would take: the device plugin ([device] plugin, or
+ * auto with the rank's local rank in the host table, as the engine opens
+ * it), its GPU (the pinned [device] gpu, else the local rank), and the
+ * attention plugin for that device. ranks: --tp N, or 0 for one rank per
+ * GPU. Returns 0 when every rank can run, 1 when --tp N cannot (said why).
+ */
+static int report_ranks(sy_loader *ld, const sy_config *cfg, int ranks, const gpu_info *g, int n_gpus)
+{
+    const int asked = ranks > 0;
+    if (!asked)
+        ranks = n_gpus;
+    if (ranks <= 0)
+        return 0;
+    const char *pin_s = sy_config_get(cfg, "device", "gpu");
+    long long pin = -1;
+    if (pin_s && *pin_s) {
+        char *end = NULL;
+        pin = strtoll(pin_s, &end, 10);
+        if (!end || *end)
+            pin = -1; /* not a number: device create says so; report the default */
+    }
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    printf("\nranks on this node (%s%d, CUDA_VISIBLE_DEVICES=%s; rank r computes on GPU r unless [device] gpu "
+           "pins one):\n", asked ? "--tp " : "one per GPU: ", ranks, cvd ? cvd : "unset");
+    sy_host_ctx host;
+    sy_host_init(&host);
+    int cannot = 0, shared = 0, beyond = 0, cc_differ = 0, first_cc = -1;
+    for (int r = 0; r < ranks; r++) {
+        host.api.local_rank = r;
+        sy_plugin *dp = NULL;
+        sy_err err = {{0}};
+        const char *dspec = spec_of(cfg, "device");
+        if (sy_loader_resolve(ld, SY_KIND_DEVICE, dspec, NULL, &host.api, &dp, &err)) {
+            printf("  rank %-3d device %s cannot run: %s\n", r, dspec, err.msg);
+            cannot = 1;
+            continue;
+        }
+        const sy_plugin_desc *dd = dp->desc; /* descriptors outlive the handle (see loader.c) */
+        char where[400] = "";
+        if (declares_key(dd, "gpu")) {
+            const long long gpu = pin >= 0 ? pin : r;
+            shared |= pin >= 0 && ranks > 1;
+            const int cuda = dd->device && strcmp(dd->device, "cuda") == 0;
+            if (cuda && gpu < n_gpus) {
+                const gpu_info *x = &g[gpu];
+                snprintf(where, sizeof where, "GPU %lld (%s, compute capability %d.%d, %s)", gpu, x->name, x->cc_major,
+                         x->cc_minor, x->bus);
+                const int cc = x->cc_major * 10 + x->cc_minor;
+                cc_differ |= first_cc >= 0 && cc != first_cc;
+                if (first_cc < 0)
+                    first_cc = cc;
+            } else if (cuda) {
+                snprintf(where, sizeof where, "GPU %lld: NONE (%d visible)", gpu, n_gpus);
+                beyond = 1;
+            } else {
+                snprintf(where, sizeof where, "GPU %lld", gpu);
+            }
+        } else {
+            snprintf(where, sizeof where, "the host's cores");
+        }
+        sy_plugin *ap = NULL;
+        sy_err aerr = {{0}};
+        const char *aspec = spec_of(cfg, "attention");
+        char attn[600];
+        if (sy_loader_resolve(ld, SY_KIND_ATTN, aspec, dd->device, &host.api, &ap, &aerr)) {
+            snprintf(attn, sizeof attn, "attention %s cannot run: %s", aspec, aerr.msg);
+            cannot = 1;
+        } else {
+            snprintf(attn, sizeof attn, "attention %s", ap->desc->name);
+            sy_plugin_close(ap);
+        }
+        printf("  rank %-3d %s: device %s, %s\n", r, where, dd->name, attn);
+        sy_plugin_close(dp);
+    }
+    sy_host_fini(&host);
+    if (cc_differ)
+        printf("  WARNING: these GPUs differ in compute capability: each rank's attention `auto` picks the kernels "
+               "for its own GPU (above); a named [attention] plugin runs only on the GPUs it was built for\n");
+    if (beyond) {
+        printf("  %s: %d rank%s but %d GPU%s visible: device cuda refuses to start on a rank without its GPU; "
+               "run fewer ranks, or check CUDA_VISIBLE_DEVICES\n", asked ? "CANNOT RUN" : "note", ranks,
+               ranks == 1 ? "" : "s", n_gpus, n_gpus == 1 ? "" : "s");
+        cannot = 1;
+    }
+    if (shared) {
+        printf("  %s: [device] gpu = %lld puts every rank on one GPU: the GPU comm plugins refuse two ranks on one "
+               "GPU (nccl; cuda-p2p unless same_device = allow, for tests); leave gpu = -1\n",
+               asked ? "CANNOT RUN" : "note", pin);
+        cannot = 1;
+    }
+    return asked && cannot;
+}
+
 int sy_cmd_doctor(int argc, char **argv)
 {
     sy_cli_common o;
     memset(&o, 0, sizeof o);
+    long long tp = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return DOCTOR_OK;
+        }
+        if (strcmp(argv[i], "--tp") == 0) {
+            const char *v = sy_cli_value(argc, argv, &i);
+            if (!v || sy_cli_int("--tp", v, 1, MAX_GPUS, &tp))
+                return DOCTOR_USAGE;
+            continue;
         }
         const int r = sy_cli_common_arg(&o, argc, argv, &i);
         if (r < 0)
@@ -451,11 +579,13 @@ int sy_cmd_doctor(int argc, char **argv)
 
     sy_err err = {{0}};
     sy_loader *ld = NULL;
-    int bad = 1;
-    if (sy_loader_from_config(cfg, o.plugin_dirs[0] ? o.plugin_dirs : NULL, NULL, &ld, &err))
+    int bad = 1, tp_cannot = 0;
+    if (sy_loader_from_config(cfg, o.plugin_dirs[0] ? o.plugin_dirs : NULL, NULL, &ld, &err)) {
         fprintf(stderr, "switchyard doctor: %s\n", err.msg);
-    else
+    } else {
         bad = report_plugins(ld);
+        tp_cannot = report_ranks(ld, cfg, (int)tp, gpus, n_gpus);
+    }
     sy_loader_free(ld);
     sy_config_free(cfg);
 
@@ -463,6 +593,13 @@ int sy_cmd_doctor(int argc, char **argv)
         printf("\nverdict: `auto` cannot find a plugin of every kind (exit %d)\n", DOCTOR_PLUGIN_MISSING);
         return DOCTOR_PLUGIN_MISSING;
     }
+    if (tp_cannot) {
+        printf("\nverdict: --tp %lld cannot run here with this configuration%s (exit %d)\n", tp,
+               n_gpus ? "" : "; no usable NVIDIA GPU", DOCTOR_TP_CANNOT);
+        return DOCTOR_TP_CANNOT;
+    }
+    if (tp > 1)
+        printf("\n--tp %lld would run here: %lld ranks, each on the device above\n", tp, tp);
     if (n_gpus == 0) {
         printf("\nverdict: no usable NVIDIA GPU; the CPU plugins serve (exit %d)\n", DOCTOR_NO_GPU);
         return DOCTOR_NO_GPU;

@@ -82,6 +82,11 @@ static int pick_multinode_comm(sy_config *cfg, int nnodes, sy_err *err)
     if (!plugin || !*plugin || !strcmp(plugin, "auto") || !strcmp(plugin, "local")) {
         const char *dev = sy_config_get(cfg, "device", "plugin");
         const bool cuda = dev && !strcmp(dev, "cuda");
+        /* Every node must name the same comm before any device is opened (the rendezvous compares them), so
+         * this cannot wait for [device] plugin = auto to resolve: say what it means on GPU nodes. */
+        if (!dev || !*dev || !strcmp(dev, "auto"))
+            sy_warn("--nnodes %d with [device] plugin = auto: the ranks join over comm tcp (host memory); on GPU nodes "
+                    "set [device] plugin = cuda, which makes comm auto nccl", nnodes);
         if (sy_config_set(cfg, cuda ? "comm.plugin=nccl" : "comm.plugin=tcp", err))
             return SY_ERR_INVALID;
         return SY_OK;

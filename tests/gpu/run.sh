@@ -9,7 +9,8 @@
 #   3. tests/gpu/test_cuda_ops: every CUDA op against the CPU plugins on
 #      random inputs (relative-error bounds per dtype; NaN never passes)
 #      3b. comm cuda-p2p with two ranks on the one GPU (bench-comm with
-#      the test-only same_device = allow: 0 wrong), and refused without it
+#      the test-only same_device = allow: 0 wrong), and refused without it;
+#      unpinned, rank 1 of bench-comm nccl takes GPU 1 (refused on one GPU)
 #      3c. moe cuda: switchyard plugin-check through the cuda device
 #      (forward and expert ranges against float64), then tune-moe --dry-run
 #      of its tile variants on sy-mkmodel's test-mixtral (prints the table)
@@ -17,6 +18,8 @@
 #      the greedy ids must equal $SY_SHARED_DIR/models/expected_greedy.json's;
 #      4b. on sy-mkmodel's GLM-4.5, DeepSeek-V3 (MLA), GLM-5 (MLA + DSA) and
 #      FP8 presets they must equal the CPU plugins' ids
+#      4c. quantised MoE presets (FP8 / NVFP4 experts) on moe cuda, with
+#      routing = device and = host: the CPU plugins' ids
 #   5. a synthetic 8B-class bf16 llama (sy-mkmodel, seeded, ~16 GB in
 #      $SY_GPU_MODEL_DIR, default /tmp/sy-gpu-model-8b), the GPU's copy
 #      bandwidth (tests/gpu/bw_probe), and decode tok/s at batch 1 and 64
@@ -25,7 +28,7 @@
 # Usage: tests/gpu/run.sh [--no-build] [--skip-8b]   (from the source tree)
 # SY_GPU_CONFIG replaces etc/examples/cuda.ini in steps 4-5 (a CPU config
 # there lets the script's own logic be tried on a machine without a GPU).
-# Exit status: 0 when steps 1-4b pass (step 5 prints a table, asserts
+# Exit status: 0 when steps 1-4c pass (step 5 prints a table, asserts
 # nothing about speed); 1 otherwise. Each step's log is in $SY_GPU_BUILD/gpu-logs.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -83,19 +86,42 @@ step "3b. comm cuda-p2p: two ranks on one GPU over CUDA IPC (same_device = allow
 # The whole IPC path (handles, peer mappings, the timed peer copy, chunked
 # one-shot allreduce over both banks) on a one-GPU machine; bench-comm checks
 # every result against the exact sum and exits 1 on a wrong one.
+# Each forked rank opens device cuda first with local rank = rank (rank r on GPU r), so on one GPU both
+# ranks are pinned to GPU 0 with device.gpu=0.
 "$sy" bench-comm --plugin-dir "$plugins" --plugin cuda-p2p --ranks 2 --set comm.same_device=allow \
-    --min-bytes 8 --max-bytes 64M --factor 8 --timeout 60 >"$logs/p2p.log" 2>&1
+    --set device.gpu=0 --min-bytes 8 --max-bytes 64M --factor 8 --timeout 60 >"$logs/p2p.log" 2>&1
 rc=$?
-grep -E '^#? *[0-9]|Out of bounds|FAIL|error|refus' "$logs/p2p.log" | tail -12
+grep -E '^#? *[0-9]|^# device|Out of bounds|FAIL|error|refus' "$logs/p2p.log" | tail -13
 if [ "$rc" -ne 0 ] || ! grep -q 'Out of bounds values : 0 OK' "$logs/p2p.log"; then
     bad "bench-comm --plugin cuda-p2p --set comm.same_device=allow exited $rc (see $logs/p2p.log)"
 fi
+if grep -q '^# device cuda: rank 0 on GPU 0, rank 1 on GPU 0$' "$logs/p2p.log"; then
+    echo "ok   bench-comm header: both ranks on the pinned GPU 0"
+else bad "bench-comm header does not name each rank's GPU (see $logs/p2p.log)"; fi
 # Without the key, ranks that share a GPU are refused with the reason (what makes auto fall back).
 "$sy" bench-comm --plugin-dir "$plugins" --plugin cuda-p2p --ranks 2 --max-bytes 8 --timeout 60 \
-    >"$logs/p2p-refused.log" 2>&1
+    --set device.gpu=0 >"$logs/p2p-refused.log" 2>&1
 rc=$?
 if [ "$rc" -ne 0 ] && grep -q 'share GPU' "$logs/p2p-refused.log"; then echo "ok   same GPU refused by default"; else
     bad "cuda-p2p with two ranks on one GPU and no same_device key: exit $rc, $(tail -2 "$logs/p2p-refused.log")"; fi
+# Unpinned, rank r takes GPU r: with one GPU rank 1 has none, and device cuda says so.
+n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if [ "$n_gpus" -eq 1 ]; then
+    # (rank 0 waits for rank 1 until the timeout: keep it short)
+    "$sy" bench-comm --plugin-dir "$plugins" --plugin nccl --ranks 2 --max-bytes 8 --timeout 10 \
+        >"$logs/rank-gpu.log" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ] && grep -q 'gpu = -1 gives local rank 1 GPU 1' "$logs/rank-gpu.log"; then
+        echo "ok   rank 1 of 2 on one GPU: device cuda refuses GPU 1 with the reason"
+    else bad "bench-comm nccl --ranks 2 on one GPU: exit $rc, $(tail -2 "$logs/rank-gpu.log")"; fi
+elif [ "$n_gpus" -ge 2 ]; then
+    "$sy" bench-comm --plugin-dir "$plugins" --plugin nccl --ranks 2 --max-bytes 1M --timeout 60 \
+        >"$logs/rank-gpu.log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && grep -q 'rank 0 on GPU 0, rank 1 on GPU 1$' "$logs/rank-gpu.log"; then
+        echo "ok   bench-comm nccl: rank 0 on GPU 0, rank 1 on GPU 1"
+    else bad "bench-comm nccl --ranks 2 on $n_gpus GPUs: exit $rc (see $logs/rank-gpu.log)"; fi
+fi
 
 step "3c. moe cuda: plugin-check (forward, expert ranges) and tune-moe --dry-run of its tiles"
 "$sy" plugin-check --device "$plugins/sy-device-cuda.so" "$plugins/sy-moe-cuda.so" >"$logs/moe-check.log" 2>&1
@@ -180,6 +206,41 @@ for p in test-glm4-moe test-deepseek-v3 test-glm5 test-llama-fp8 test-llama-fp8-
     fi
 done
 [ "$nq" -eq 0 ] || bad "$nq synthetic checkpoints differ from the CPU plugins"
+
+step "4c. quantised MoE checkpoints on moe cuda (FP8, NVFP4 experts), routing = device and host: ids = the CPU plugins' ids"
+# The experts stay FP8 / NVFP4 on the GPU (moe cuda decodes them in its GEMM);
+# both routing paths must pick what the CPU picks. [moe] plugin = cuda so a
+# fallback to moe cpu cannot pass unnoticed.
+nm=0
+for p in test-mixtral-nvfp4 tiny-glm5-nvfp4 test-mixtral:nvfp4-experts test-deepseek-v3:fp8 test-glm4-moe:fp8-tensor \
+         test-qwen3moe:fp8; do
+    d=$build/gpu-presets/moe-$(printf %s "$p" | tr : -)
+    set -- --preset "${p%:*}"
+    [ "${p#*:}" = "$p" ] || set -- "$@" --quant "${p#*:}"
+    if ! "$build/sy-mkmodel" "$@" --out "$d" --quiet >"$logs/mk-moe-$p.log" 2>&1; then
+        bad "sy-mkmodel $*: $(tail -1 "$logs/mk-moe-$p.log")"
+        continue
+    fi
+    ids_of() { sed -n 's/^generated_ids: //p' "$1"; }
+    "$sy" generate -c "$cpu_cfg" --plugin-dir "$plugins" --model "$d" --set scheduler.kv_cache_size=64M \
+        --prompt-ids 1,2,3,4,5 -n 24 --ignore-eos --print-ids -q >/dev/null 2>"$logs/moe-$p.cpu"
+    want=$(ids_of "$logs/moe-$p.cpu")
+    for r in device host; do
+        "$sy" generate -c "$config" --plugin-dir "$plugins" --model "$d" --set scheduler.kv_cache_size=256M \
+            --set moe.plugin=cuda --set moe.routing=$r \
+            --prompt-ids 1,2,3,4,5 -n 24 --ignore-eos --print-ids -q >/dev/null 2>"$logs/moe-$p.gpu-$r"
+        got=$(ids_of "$logs/moe-$p.gpu-$r")
+        if [ -n "$want" ] && [ "$got" = "$want" ]; then
+            echo "ok   $p (routing = $r)"
+        else
+            nm=$((nm + 1))
+            echo "FAIL $p (routing = $r)"
+            echo "     cpu: $want"
+            echo "     gpu: $got $(grep -v '_ids:' "$logs/moe-$p.gpu-$r" | tail -1)"
+        fi
+    done
+done
+[ "$nm" -eq 0 ] || bad "$nm quantised MoE runs on moe cuda differ from the CPU plugins"
 
 step "5. decode speed of a synthetic 8B-class bf16 llama"
 if [ $do_8b = yes ]; then

@@ -15,7 +15,9 @@
  * sum F32 products), 3e-2 with linear = round (BF16 tiles for n > 8).
  * moe cuda's tile variants ([moe] tile) must give the default's bits
  * exactly, and its expert ranges (set_expert_range) must add up to the
- * whole layer (1e-5: the ranges' sum is a different order).
+ * whole layer (1e-5: the ranges' sum is a different order). MoE on FP8 /
+ * NVFP4 experts: 1e-5 against moe cpu, tiles bit for bit; moe cuda's
+ * routing = device must give routing = host's outputs bit for bit.
  *
  * usage: test_cuda_ops [--plugin-dir DIR] [--attention NAME]   (default $SY_PLUGIN_DIR, auto)
  * exit 0 when every comparison is within its bound, 1 otherwise, 2 when a plugin cannot be loaded.
@@ -28,6 +30,7 @@
 #include "util/util.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -616,6 +619,260 @@ static void test_moe_tiles(sy_loader *ld, sy_host_ctx *host, side *g)
         free(mc.data[i]);
 }
 
+/* ------------------------------------------- MoE: FP8 / NVFP4 experts, device routing */
+
+/* One forward of n tokens through moe instance mi (prepared for p, layer 0) on side s; the output on the host. */
+static float *moe_fwd(side *s, sy_plugin_inst *mi, const sy_moe_problem *p, const sy_tensor *gate, const sy_tensor *up,
+                      const sy_tensor *down, const sy_tensor *bias, const float *x, const float *logits, int n)
+{
+    const sy_moe_ops *m = mi->ops;
+    sy_err err = {{0}};
+    if (!m->supports(mi->inst, p, &err) || m->prepare(mi->inst, p, &err) ||
+        m->prepare_layer(mi->inst, 0, gate, up, down, bias, &err)) {
+        fprintf(stderr, "test_cuda_ops: %s moe %s: %s\n", s->name, mi->plugin->desc->name, err.msg);
+        failures++;
+        return NULL;
+    }
+    sy_tensor X = dev_f32(s, x, n, p->hidden), L = dev_f32(s, logits, n, p->n_experts);
+    sy_tensor O = dev_tensor(s, SY_DTYPE_F32, n, p->hidden);
+    op_ok(s, m->forward(mi->inst, 0, &X, &L, &O, &err), "moe", &err);
+    float *out = fetch(s, &O);
+    sy_tensor *ts[] = {&X, &L, &O};
+    for (int i = 0; i < 3; i++)
+        s->d->free(s->dev->inst, ts[i]);
+    return out;
+}
+
+/* Bit-for-bit equality of two outputs (NULL: the run failed, already counted). */
+static void same_bits(const char *op, const char *cas, const float *a, const float *b, size_t n)
+{
+    if (!a || !b)
+        return;
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++)
+        diff += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    checks++;
+    failures += diff != 0;
+    printf("%-4s %-14s %-44s %zu of %zu outputs differ in bits\n", diff ? "FAIL" : "ok", op, cas, diff, n);
+}
+
+typedef struct qmoe_case {
+    const char *what;
+    sy_dtype dt;
+    int per_tensor; /* FP8: one scale per matrix, else 128 x 128 blocks */
+} qmoe_case;
+
+/*
+ * FP8 (128x128 blocks, per-tensor) and NVFP4 experts (each expert its own
+ * global scale): moe cuda against moe cpu (1e-5: same element values, F32
+ * sums in another order) at decode and prefill; every tile variant gives
+ * the default's bits; expert ranges add up to the whole layer.
+ */
+static void test_moe_quant(sy_loader *ld, sy_host_ctx *host, side *c, side *g, const qmoe_case *qc)
+{
+    const int32_t E = 8, K = 2, H = 256, F = 192;
+    const int fp4 = qc->dt == SY_DTYPE_FP4_E2M1;
+    sy_moe_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_experts = E, .top_k = K, .hidden = H, .inter = F,
+                        .scoring = SY_MOE_SOFTMAX, .norm_topk_prob = 1, .routed_scaling_factor = 1.0f,
+                        .weight_dtype = qc->dt};
+    qweight qw[24];
+    sy_tensor gate[8], up[8], down[8];
+    for (int e = 0; e < E; e++) {
+        const float gl = fp4 ? 0.002f * (float)(1 + e % 3) : 1.0f;
+        const int32_t gb0 = fp4 ? 1 : qc->per_tensor ? F : 128, gb1 = fp4 ? 16 : qc->per_tensor ? H : 128;
+        const int32_t db0 = fp4 ? 1 : qc->per_tensor ? H : 128, db1 = fp4 ? 16 : qc->per_tensor ? F : 128;
+        qw[3 * e] = make_qweight(qc->dt, F, H, gb0, gb1, gl);
+        qw[3 * e + 1] = make_qweight(qc->dt, F, H, gb0, gb1, gl);
+        qw[3 * e + 2] = make_qweight(qc->dt, H, F, db0, db1, gl);
+        gate[e] = qw[3 * e].t, up[e] = qw[3 * e + 1].t, down[e] = qw[3 * e + 2].t;
+    }
+    const int n_max = 37;
+    float *x = rand_f32((size_t)(n_max * H), 1.0f), *logits = rand_f32((size_t)(n_max * E), 3.0f);
+    static const int ns[] = {1, 37};
+    for (int k = 0; k < 2; k++) {
+        const int n = ns[k];
+        float *cpu = moe_fwd(c, c->moe, &p, gate, up, down, NULL, x, logits, n);
+        float *gpu = moe_fwd(g, g->moe, &p, gate, up, down, NULL, x, logits, n);
+        char cas[96];
+        snprintf(cas, sizeof cas, "%s, %d tok", qc->what, n);
+        if (cpu && gpu)
+            compare("moe quant", cas, gpu, cpu, (size_t)(n * H), 1e-5);
+        /* every tile variant against the default */
+        tile_candidates_fn cands = NULL;
+        *(void **)&cands = g->moe->plugin->desc->get_proc ? g->moe->plugin->desc->get_proc("tile_candidates") : NULL;
+        const char *names[32];
+        const int nv = cands ? cands(g->moe->inst, names, 32) : 0;
+        for (int v = 1; v < nv; v++) {
+            sy_config *cfg = sy_config_new();
+            char set[96];
+            snprintf(set, sizeof set, "moe.tile=%s", names[v]);
+            sy_err err = {{0}};
+            if (!cfg || sy_config_set(cfg, set, &err))
+                die("set-up", &err);
+            sy_plugin_inst *mi = open_inst(ld, host, cfg, SY_KIND_MOE, "cuda", "cuda", "moe");
+            float *o = moe_fwd(g, mi, &p, gate, up, down, NULL, x, logits, n);
+            snprintf(cas, sizeof cas, "%s, %d tok, tile %s", qc->what, n, names[v]);
+            same_bits("moe quant tile", cas, o, gpu, (size_t)(n * H));
+            free(o);
+            sy_plugin_inst_destroy(mi);
+            sy_config_free(cfg);
+        }
+        free(cpu), free(gpu);
+    }
+    /* expert ranges [0, 3) + [3, 8) against the whole layer */
+    const int n = 37;
+    float *whole = moe_fwd(g, g->moe, &p, gate, up, down, NULL, x, logits, n);
+    double *sum = calloc((size_t)(n * H), sizeof(double));
+    const int cut[3] = {0, 3, 8};
+    for (int r = 0; r < 2; r++) {
+        sy_config *cfg = sy_config_new();
+        sy_plugin_inst *mi = open_inst(ld, host, cfg, SY_KIND_MOE, "cuda", "cuda", "moe");
+        const sy_moe_ops *m = mi->ops;
+        sy_err err = {{0}};
+        if (m->prepare(mi->inst, &p, &err) || m->set_expert_range(mi->inst, cut[r], cut[r + 1] - cut[r], &err) ||
+            m->prepare_layer(mi->inst, 0, gate + cut[r], up + cut[r], down + cut[r], NULL, &err))
+            die("moe cuda expert range", &err);
+        sy_tensor X = dev_f32(g, x, n, H), L = dev_f32(g, logits, n, E), O = dev_tensor(g, SY_DTYPE_F32, n, H);
+        op_ok(g, m->forward(mi->inst, 0, &X, &L, &O, &err), "moe", &err);
+        float *part = fetch(g, &O);
+        sy_tensor *ts[] = {&X, &L, &O};
+        for (int i = 0; i < 3; i++)
+            g->d->free(g->dev->inst, ts[i]);
+        for (size_t i = 0; i < (size_t)(n * H); i++)
+            sum[i] += part[i];
+        free(part);
+        sy_plugin_inst_destroy(mi);
+        sy_config_free(cfg);
+    }
+    float *sumf = malloc(sizeof(float) * (size_t)(n * H));
+    for (size_t i = 0; i < (size_t)(n * H); i++)
+        sumf[i] = (float)sum[i];
+    char cas[96];
+    snprintf(cas, sizeof cas, "%s, experts [0,3)+[3,8) vs all", qc->what);
+    if (whole)
+        compare("moe quant rng", cas, sumf, whole, (size_t)(n * H), 1e-5);
+    free(sumf), free(sum), free(whole), free(x), free(logits);
+    for (int i = 0; i < 24; i++)
+        free(qw[i].codes), free(qw[i].scales);
+}
+
+typedef struct route_case {
+    const char *what;
+    int32_t E, K, scoring, n_group, topk_group, norm, bias;
+    float scale;
+} route_case;
+
+/*
+ * routing = device against routing = host on the same layer: the same
+ * experts and weights, so the same outputs bit for bit (the GEMMs do not
+ * change), and both against moe cpu (1e-5). Logits: random and on a coarse
+ * grid (ties between experts and groups); 70 tokens through max_tokens 32
+ * (three passes).
+ */
+static void test_moe_routing(sy_loader *ld, sy_host_ctx *host, side *c, side *g, const route_case *rc)
+{
+    const int32_t E = rc->E, H = 64, F = 32, n = 70;
+    sy_moe_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_experts = E, .top_k = rc->K, .hidden = H,
+                        .inter = F, .scoring = rc->scoring, .norm_topk_prob = rc->norm,
+                        .routed_scaling_factor = rc->scale, .n_group = rc->n_group, .topk_group = rc->topk_group,
+                        .weight_dtype = SY_DTYPE_BF16};
+    sy_tensor *w = malloc(sizeof(sy_tensor) * 3 * (size_t)E);
+    void **data = malloc(sizeof(void *) * 3 * (size_t)E);
+    for (int i = 0; i < 3 * E; i++) {
+        float *a = rand_f32((size_t)(F * H), 0.2f);
+        data[i] = as_dtype(a, (size_t)(F * H), SY_DTYPE_BF16);
+        free(a);
+        w[i] = i < 2 * E ? sy_tensor_2d(data[i], SY_DTYPE_BF16, F, H) : sy_tensor_2d(data[i], SY_DTYPE_BF16, H, F);
+    }
+    float *bf = rand_f32((size_t)E, 0.05f);
+    sy_tensor bias = sy_tensor_2d(bf, SY_DTYPE_F32, 1, E);
+    bias.ndim = 1, bias.shape[0] = E, bias.stride[0] = 1;
+    float *x = rand_f32((size_t)(n * H), 1.0f), *logits = rand_f32((size_t)(n * E), 3.0f);
+    for (int i = n / 2 * E; i < n * E; i++) /* the second half on a grid: ties */
+        logits[i] = floorf(logits[i]);
+    const sy_tensor *b = rc->bias ? &bias : NULL;
+    float *out[2];
+    for (int r = 0; r < 2; r++) {
+        sy_config *cfg = sy_config_new();
+        sy_err err = {{0}};
+        if (!cfg || sy_config_set(cfg, r ? "moe.routing=host" : "moe.routing=device", &err) ||
+            sy_config_set(cfg, "moe.max_tokens=32", &err))
+            die("set-up", &err);
+        sy_plugin_inst *mi = open_inst(ld, host, cfg, SY_KIND_MOE, "cuda", "cuda", "moe");
+        out[r] = moe_fwd(g, mi, &p, w, w + E, w + 2 * E, b, x, logits, n);
+        sy_plugin_inst_destroy(mi);
+        sy_config_free(cfg);
+    }
+    char cas[96];
+    snprintf(cas, sizeof cas, "%s, %d tok", rc->what, n);
+    same_bits("moe routing", cas, out[0], out[1], (size_t)(n * H));
+    float *cpu = moe_fwd(c, c->moe, &p, w, w + E, w + 2 * E, b, x, logits, n);
+    if (cpu && out[0])
+        compare("moe routing", cas, out[0], cpu, (size_t)(n * H), 1e-5);
+    free(cpu), free(out[0]), free(out[1]), free(x), free(logits), free(bf);
+    for (int i = 0; i < 3 * E; i++)
+        free(data[i]);
+    free(data), free(w);
+}
+
+/* Expert scale layouts moe cuda cannot read are refused at prepare_layer, naming the expert and the matrix. */
+static void test_moe_quant_refused(side *g)
+{
+    const int32_t E = 8, H = 256, F = 192;
+    sy_moe_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_experts = E, .top_k = 2, .hidden = H, .inter = F,
+                        .scoring = SY_MOE_SOFTMAX, .norm_topk_prob = 1, .routed_scaling_factor = 1.0f,
+                        .weight_dtype = SY_DTYPE_FP8_E4M3};
+    static const struct {
+        const char *what, *want;
+        int32_t b0, b1; /* expert 5's down blocks */
+    } cases[] = {
+        {"FP8 expert 5 down [64, 128] among [128, 128]", "expert 5 down", 64, 128},
+        {"FP8 expert 5 down scale block [128, 100]", "expert 5 down", 128, 100},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        qweight qw[24];
+        sy_tensor gate[8], up[8], down[8];
+        for (int e = 0; e < E; e++) {
+            qw[3 * e] = make_qweight(p.weight_dtype, F, H, 128, 128, 1.0f);
+            qw[3 * e + 1] = make_qweight(p.weight_dtype, F, H, 128, 128, 1.0f);
+            qw[3 * e + 2] = e == 5 ? make_qweight(p.weight_dtype, H, F, cases[i].b0, cases[i].b1, 1.0f)
+                                   : make_qweight(p.weight_dtype, H, F, 128, 128, 1.0f);
+            gate[e] = qw[3 * e].t, up[e] = qw[3 * e + 1].t, down[e] = qw[3 * e + 2].t;
+        }
+        sy_err err = {{0}};
+        int rc = g->m->prepare(g->moe->inst, &p, &err);
+        if (!rc)
+            rc = g->m->prepare_layer(g->moe->inst, 0, gate, up, down, NULL, &err);
+        const int ok = rc != 0 && strstr(err.msg, cases[i].want) != NULL;
+        checks++;
+        failures += !ok;
+        printf("%-4s %-14s %-44s %s\n", ok ? "ok" : "FAIL", "moe refused", cases[i].what, rc ? err.msg : "(accepted)");
+        for (int k = 0; k < 24; k++)
+            free(qw[k].codes), free(qw[k].scales);
+    }
+}
+
+static void test_moe_quant_routing(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
+{
+    test_moe_quant_refused(g);
+    static const qmoe_case qcases[] = {
+        {"F8_E4M3 128x128 scales", SY_DTYPE_FP8_E4M3, 0},
+        {"F8_E4M3 per-tensor scale", SY_DTYPE_FP8_E4M3, 1},
+        {"NVFP4, per-expert global", SY_DTYPE_FP4_E2M1, 0},
+    };
+    for (size_t i = 0; i < sizeof qcases / sizeof qcases[0]; i++)
+        test_moe_quant(ld, host, c, g, &qcases[i]);
+    static const route_case rcases[] = {
+        {"Mixtral 8 top-2 softmax", 8, 2, SY_MOE_SOFTMAX, 0, 0, 1, 0, 1.0f},
+        {"Qwen2 60 top-4 softmax, no norm", 60, 4, SY_MOE_SOFTMAX, 0, 0, 0, 0, 1.0f},
+        {"DeepSeek-V2 64 top-6 softmax 8/3 groups", 64, 6, SY_MOE_SOFTMAX, 8, 3, 0, 0, 16.0f},
+        {"DeepSeek-V3 256 top-8 sigmoid 8/4, bias", 256, 8, SY_MOE_SIGMOID, 8, 4, 1, 1, 2.5f},
+        {"GLM 160 top-8 sigmoid, bias", 160, 8, SY_MOE_SIGMOID, 1, 1, 1, 1, 2.5f},
+    };
+    for (size_t i = 0; i < sizeof rcases / sizeof rcases[0]; i++)
+        test_moe_routing(ld, host, c, g, &rcases[i]);
+}
+
 /* ------------------------------------------------------------- set-up */
 
 static sy_plugin_inst *open_inst(sy_loader *ld, sy_host_ctx *host, sy_config *cfg, sy_plugin_kind kind,
@@ -741,6 +998,42 @@ static void test_argmax(side *c, side *g)
     test_argmax_case(c, g, 2, 262144, 1);
 }
 
+/* ------------------------------------------------- ops from another thread */
+
+typedef struct thread_job {
+    side *c, *g;
+    const attn_case *ac;
+} thread_job;
+
+static void *thread_main(void *arg)
+{
+    thread_job *j = arg;
+    test_glue(j->c, j->g);
+    test_linear(j->c, j->g, 2e-5);
+    test_attention(j->c, j->g, j->ac);
+    return NULL;
+}
+
+/*
+ * The device and attention ops called from a thread that never chose a CUDA
+ * device, as serve's engine thread calls instances the main thread created:
+ * each op makes its instance's GPU current first (sycuda.h syc_enter). On a
+ * one-GPU machine that thread is on the right GPU anyway, so this checks the
+ * cross-thread path runs and stays right, not the GPU it picks.
+ */
+static void test_other_thread(side *c, side *g, const attn_case *ac)
+{
+    thread_job j = {c, g, ac};
+    pthread_t t;
+    if (pthread_create(&t, NULL, thread_main, &j) != 0) {
+        printf("FAIL other thread: pthread_create\n");
+        failures++;
+        return;
+    }
+    pthread_join(t, NULL);
+    printf("ops from a second thread: done (comparisons above)\n");
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = getenv("SY_PLUGIN_DIR"), *attn = "auto";
@@ -800,9 +1093,11 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         test_attention(&c, &g, &cases[i]);
+    test_other_thread(&c, &g, &cases[1]);
     test_moe(&c, &g, 0);
     test_moe(&c, &g, 1);
     test_moe_tiles(ld, &host, &g);
+    test_moe_quant_routing(ld, &host, &c, &g);
 
     sy_plugin_inst *insts[] = {g.moe, g.attn, g.dev, gr.dev, c.moe, c.attn};
     for (size_t i = 0; i < sizeof insts / sizeof insts[0]; i++)

@@ -25,6 +25,7 @@
 
 typedef struct attn_cuda {
     const sy_host *host;
+    int gpu;                /* the device plugin's GPU (current at create); every op makes it current */
     char kv_key[8];
     sy_attn_problem p;
     sy_dtype kvt;
@@ -65,15 +66,17 @@ static int variant_runs_on(int major)
 #endif
 }
 
+/* The rank's GPU (its local rank, as device cuda's gpu = -1): on a node with mixed GPUs each rank's `auto`
+ * picks the variant for its own GPU. create checks the GPU it is really given (a pinned [device] gpu). */
 static int probe(const sy_host *host, sy_err *why)
 {
-    (void)host;
+    const int gpu = syc_probe_target(host);
     int ma = 0, mi = 0;
-    if (!syc_probe(0, why, &ma, &mi))
+    if (!syc_probe(gpu, why, &ma, &mi))
         return 0;
     if (!variant_runs_on(ma)) {
-        sy_err_set(why, SY_ERR_UNSUPPORTED, "built for compute capability %d.x; GPU 0 is %d.%d", SY_ATTN_SM / 10, ma,
-                   mi);
+        sy_err_set(why, SY_ERR_UNSUPPORTED, "built for compute capability %d.x; GPU %d is %d.%d", SY_ATTN_SM / 10,
+                   gpu, ma, mi);
         return 0;
     }
     return 100;
@@ -86,10 +89,21 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     int rc = syk_attn_kv_dtype(kv, SY_DTYPE_F32, &dt, err);
     if (rc)
         return rc;
+    const int gpu = syc_current_gpu();
+    sy_err why = {{0}};
+    int ma = 0, mi = 0;
+    if (!syc_probe(gpu, &why, &ma, &mi))
+        return sy_err_set(err, SY_ERR_UNAVAILABLE, "attn %s: %s", SY_ATTN_NAME, why.msg);
+    if (!variant_runs_on(ma))
+        return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                          "attn %s is built for compute capability %d.x, but the device plugin computes on GPU %d "
+                          "(%d.%d): name the variant for that GPU in [attention] plugin, or leave it auto",
+                          SY_ATTN_NAME, SY_ATTN_SM / 10, gpu, ma, mi);
     attn_cuda *a = calloc(1, sizeof *a);
     if (!a)
         return sy_err_set(err, SY_ERR_NOMEM, "attn %s: cannot allocate the instance", SY_ATTN_NAME);
     a->host = host;
+    a->gpu = gpu;
     const char *sk = sy_kv_get(cfg, n_cfg, "split_k");
     a->split_k = !sk || strcmp(sk, "off") != 0;
     snprintf(a->kv_key, sizeof a->kv_key, "%s", kv ? kv : "f32");
@@ -99,6 +113,7 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
 
 static void release(attn_cuda *a)
 {
+    cudaSetDevice(a->gpu); /* the memory is on the instance's GPU, whichever thread releases it */
     if (a->kc)
         cudaFree(a->kc);
     if (a->vc)
@@ -139,9 +154,9 @@ static int check(const attn_cuda *a, const sy_attn_problem *p, sy_dtype *dt, sy_
                           "head_dim %d / v_head_dim %d / %d query heads per KV head: attn %s handles up to %d / %d / %d",
                           p->head_dim, p->v_head_dim, group, SY_ATTN_NAME, SY_ATTN_MAX_DIM, SY_ATTN_MAX_DIM,
                           SY_ATTN_MAX_GROUP);
-    int dev = 0, optin = 0;
-    if (cudaGetDevice(&dev) == cudaSuccess &&
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess) {
+    const int dev = a->gpu;
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess) {
         const int need = SY_ATTN_SMEM_BYTES(group, p->head_dim, p->v_head_dim, SY_ATTN_KV_TILE);
         if (need > optin)
             return sy_err_set(why, SY_ERR_UNSUPPORTED,
@@ -162,7 +177,7 @@ static int prepare(void *inst, const sy_attn_problem *p, sy_err *err)
     attn_cuda *a = inst;
     sy_dtype dt;
     int rc = check(a, p, &dt, err);
-    if (rc)
+    if (rc || (rc = syc_enter(a->gpu, err, "attn prepare")))
         return rc;
     release(a);
     a->p = *p;
@@ -185,9 +200,7 @@ static int prepare(void *inst, const sy_attn_problem *p, sy_err *err)
         return sy_err_set(err, e == cudaErrorMemoryAllocation ? SY_ERR_NOMEM : SY_ERR_INTERNAL,
                           "attn %s: KV cache of %zu bytes: %s", SY_ATTN_NAME, kb + vb, cudaGetErrorString(e));
     }
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&a->sms, cudaDevAttrMultiProcessorCount, dev) !=
-                                                  cudaSuccess)
+    if (cudaDeviceGetAttribute(&a->sms, cudaDevAttrMultiProcessorCount, a->gpu) != cudaSuccess)
         a->sms = 0; /* unknown: never split */
     a->prepared = 1;
     sy_logf(a->host, SY_LOG_INFO, SY_ATTN_NAME, "KV cache %.1f MiB (%s), %d layers x %d blocks x %d tokens, tile %d",
@@ -233,6 +246,8 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
         return rc;
     if (b->n_tokens == 0)
         return SY_OK;
+    if ((rc = syc_enter(a->gpu, err, "attn forward")))
+        return rc;
     const size_t T = (size_t)b->n_tokens, S = (size_t)b->n_seqs, MB = (size_t)b->max_blocks;
     const size_t n = T + (S + 1) + S + S * MB;
     if ((rc = meta_reserve(a, n, err)))
@@ -306,7 +321,7 @@ static int copy_blocks(void *inst, const int32_t *src, const int32_t *dst, int32
     if (!a->prepared)
         return sy_err_set(err, SY_ERR_INVALID, "attn %s: copy_blocks before prepare", SY_ATTN_NAME);
     int rc = syk_attn_check_copy(&a->p, src, dst, n, err);
-    if (rc || n == 0)
+    if (rc || n == 0 || (rc = syc_enter(a->gpu, err, "attn copy_blocks")))
         return rc;
     int32_t *pairs = malloc(sizeof(int32_t) * 2 * (size_t)n);
     if (!pairs)

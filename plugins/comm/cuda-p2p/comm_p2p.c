@@ -51,7 +51,7 @@ typedef struct peer_info {
 typedef struct comm_p2p {
     size_t bank_bytes;
     double min_gbs;
-    int gpu;
+    int gpu;            /* [comm] gpu; -1 until setup takes the device current on its thread (the device plugin's) */
     int same_device_ok; /* same_device = allow (tests) */
     int ready, broken;
     uint64_t step;
@@ -68,8 +68,9 @@ static const sy_key_decl keys[] = {
     {"min_bandwidth", SY_KEY_FLOAT, "10",
      "GB/s a peer copy must reach at setup; slower (PCIe through the CPU) is refused so nccl is used instead", 0,
      100000, NULL},
-    {"gpu", SY_KEY_INT, "-1", "this rank's CUDA device; -1 = the one current on the engine thread ([device] gpu)", -1,
-     1023, NULL},
+    {"gpu", SY_KEY_INT, "-1",
+     "this rank's CUDA device; -1 = the device plugin's ([device] gpu: by default the rank's local rank)", -1, 1023,
+     NULL},
     {"same_device", SY_KEY_ENUM, "refuse",
      "ranks that share one GPU: refuse (no use for serving), or allow (tests only: runs the IPC path on one GPU)", 0, 0,
      "refuse|allow"},
@@ -117,6 +118,8 @@ static void destroy(void *inst)
     comm_p2p *c = inst;
     if (!c)
         return;
+    if (c->gpu >= 0)
+        cudaSetDevice(c->gpu); /* the banks and the peer mappings belong to it, whichever thread destroys */
     if (c->ready && !c->broken) {
         /* Peers may still be reading this rank's banks: leave together. */
         sy_err err;
@@ -192,10 +195,12 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
     if (rc)
         return rc;
     /* Only once joined: from here a failure on one rank fails the segment, so every rank refuses. */
-    if (c->gpu >= 0)
-        P2P_TRY(c, cudaSetDevice(c->gpu), "cudaSetDevice([comm] gpu)", err);
-    int dev = 0;
-    P2P_TRY(c, cudaGetDevice(&dev), "cudaGetDevice", err);
+    /* The peer mappings and the sum kernel belong to this GPU; later ops may come from another thread, whose
+     * current device may be another one, so they make it current again (check_ready). */
+    if (c->gpu < 0)
+        c->gpu = syc_current_gpu();
+    P2P_TRY(c, cudaSetDevice(c->gpu), "cudaSetDevice", err);
+    const int dev = c->gpu;
     P2P_TRY(c, cudaMalloc(&c->buf, 2 * c->bank_bytes), "allocating the peer buffer", err);
     peer_info me;
     memset(&me, 0, sizeof me);
@@ -272,6 +277,7 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
     return SY_OK;
 }
 
+/* Also makes the instance's GPU current: every op that touches the GPU starts here. */
 static int check_ready(const comm_p2p *c, const char *op, sy_err *err)
 {
     if (c->broken)
@@ -279,6 +285,8 @@ static int check_ready(const comm_p2p *c, const char *op, sy_err *err)
                           op);
     if (!c->ready && c->seg.world > 1)
         return sy_err_set(err, SY_ERR_INVALID, "comm cuda-p2p: %s before setup", op);
+    if (c->gpu >= 0)
+        return syc_enter(c->gpu, err, "comm cuda-p2p");
     return SY_OK;
 }
 

@@ -52,7 +52,7 @@
 
 typedef struct comm_nccl {
     char id_dir[1024];
-    int gpu; /* -1: the device current on the calling thread */
+    int gpu; /* [comm] gpu; -1 until setup takes the device current on its thread (the device plugin's) */
     int rank, world;
     int ready, broken;
     double timeout_s;
@@ -67,8 +67,9 @@ static const sy_key_decl keys[] = {
      "directory where rank 0 publishes the NCCL unique id when the rendezvous is not HOST:PORT (--nnodes sends it over "
      "TCP instead)",
      1, 0, NULL},
-    {"gpu", SY_KEY_INT, "-1", "CUDA device of this rank; -1 = the one current on the engine thread (device.gpu)", -1,
-     1023, NULL},
+    {"gpu", SY_KEY_INT, "-1",
+     "CUDA device of this rank; -1 = the device plugin's ([device] gpu: by default the rank's local rank)", -1, 1023,
+     NULL},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -108,6 +109,8 @@ static void destroy(void *inst)
     comm_nccl *c = inst;
     if (!c)
         return;
+    if (c->gpu >= 0)
+        cudaSetDevice(c->gpu); /* the communicator, event and buffer live there, whichever thread destroys */
     if (c->comm) {
         if (c->broken)
             ncclCommAbort(c->comm);
@@ -390,8 +393,11 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
     c->world = world;
     c->timeout_s = timeout_s;
     const double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
-    if (c->gpu >= 0)
-        SYC_TRY(err, cudaSetDevice(c->gpu), "comm nccl: cudaSetDevice");
+    /* ncclCommInitRank binds the communicator to the current device; remember it, because later ops may come
+     * from another thread, whose current device may be another GPU (GPU 0 when it never chose one). */
+    if (c->gpu < 0)
+        c->gpu = syc_current_gpu();
+    SYC_TRY(err, cudaSetDevice(c->gpu), "comm nccl: cudaSetDevice");
     char path[1280] = "", host[256], port[32];
     int lfd = -1;
     const int over_tcp = tcp_rendezvous(rendezvous, host, sizeof host, port, sizeof port, &lfd) == 0;
@@ -432,12 +438,15 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
     return SY_OK;
 }
 
+/* Also makes the communicator's GPU current: every op that touches the GPU starts here. */
 static int check_ready(const comm_nccl *c, const char *op, sy_err *err)
 {
     if (c->broken)
         return sy_err_set(err, SY_ERR_UNAVAILABLE, "comm nccl: %s after a failed collective; destroy the instance", op);
     if (!c->ready && c->world > 1)
         return sy_err_set(err, SY_ERR_INVALID, "comm nccl: %s before setup", op);
+    if (c->gpu >= 0)
+        return syc_enter(c->gpu, err, "comm nccl");
     return SY_OK;
 }
 

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "switchyard/plugin.h"
@@ -88,18 +89,79 @@ static inline int syc_cc_supported(int major, int minor)
 }
 
 /* probe's test for a plugin whose kernels are built for every supported
- * architecture: GPU 0 is there and this build has kernels for it. */
-static inline int syc_probe_gpu0(sy_err *why)
+ * architecture: GPU `gpu` is there and this build has kernels for it. */
+static inline int syc_probe_gpu(int gpu, sy_err *why)
 {
     int ma = 0, mi = 0;
-    if (!syc_probe(0, why, &ma, &mi))
+    if (!syc_probe(gpu, why, &ma, &mi))
         return 0;
     if (!syc_cc_supported(ma, mi)) {
         sy_err_set(why, SY_ERR_UNSUPPORTED,
-                   "GPU 0 has compute capability %d.%d; this build has kernels for 8.x, 9.0 and 12.x", ma, mi);
+                   "GPU %d has compute capability %d.%d; this build has kernels for 8.x, 9.0 and 12.x", gpu, ma, mi);
         return 0;
     }
     return 1;
+}
+
+/*
+ * The GPU a rank computes on by default: its local rank (sy_host.local_rank,
+ * what device cuda's gpu = -1 takes), 0 for a host table without the field.
+ * Probes look at this GPU, so on a node with mixed GPUs each rank's `auto`
+ * judges its own GPU rather than GPU 0.
+ */
+static inline int syc_rank_gpu(const sy_host *host)
+{
+    if (!host || host->struct_size < offsetof(sy_host, local_rank) + sizeof host->local_rank || host->local_rank < 0)
+        return 0;
+    return host->local_rank;
+}
+
+/*
+ * The GPU an attention, MoE or comm instance computes on: the one current on
+ * the thread that creates it. The engine opens the device plugin first, on
+ * the same thread, and device cuda makes its GPU current in create (its
+ * gpu key, or the local rank), so this follows [device] gpu however it is
+ * set. cudaGetDevice creates no context.
+ */
+static inline int syc_current_gpu(void)
+{
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        dev = 0;
+    }
+    return dev;
+}
+
+/*
+ * The GPU a probe judges: the rank's (syc_rank_gpu) when this node has it,
+ * else the one current on the calling thread. A rank beyond the node's GPUs
+ * only runs with a pinned [device] gpu, which device cuda's create has made
+ * current by the time the engine resolves attention and MoE (GPU 0 before).
+ */
+static inline int syc_probe_target(const sy_host *host)
+{
+    const int gpu = syc_rank_gpu(host);
+    int n = 0;
+    if (gpu > 0 && cudaGetDeviceCount(&n) == cudaSuccess && gpu >= n)
+        return syc_current_gpu();
+    return gpu;
+}
+
+/*
+ * Makes `gpu` current on the calling thread. CUDA's current device is per
+ * thread and the engine may call a plugin from another thread than the one
+ * that created it (serve's engine thread; a thread that never chose a device
+ * is on GPU 0), so every op that touches the GPU enters first. Cheap when
+ * the device is already current.
+ */
+static inline int syc_enter(int gpu, sy_err *err, const char *who)
+{
+    cudaError_t e = cudaSetDevice(gpu);
+    if (e == cudaSuccess)
+        return SY_OK;
+    return sy_err_set(err, e == cudaErrorNoDevice || e == cudaErrorInvalidDevice ? SY_ERR_UNAVAILABLE : SY_ERR_INTERNAL,
+                      "%s: cudaSetDevice(%d): %s (%s)", who, gpu, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 #endif

@@ -36,9 +36,11 @@ static const sy_key_decl keys[] = {
 
 static int probe(const sy_host *host, sy_err *why)
 {
-    (void)host;
-    /* Above every CPU plugin's 10..13: a usable GPU wins `auto`. */
-    return syc_probe_gpu0(why) ? 100 : 0;
+    /* Above every CPU plugin's 10..13: a usable GPU wins `auto`. The rank's own GPU (gpu = -1 takes it), not
+     * GPU 0, so that on a node with mixed GPUs each rank judges the one it runs on. A rank beyond the GPUs
+     * judges the current one (GPU 0 here): create then refuses loudly, or uses a pinned gpu, instead of `auto`
+     * putting that rank alone on the CPU while its peers compute on GPUs. */
+    return syc_probe_gpu(syc_probe_target(host), why) ? 100 : 0;
 }
 
 int sy__cuda_enter(sy_cuda_dev *d, sy_err *err)
@@ -97,6 +99,11 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
                           "rank on a node): %s", gpu, gpu, why.msg);
     if (!n)
         return sy_err_set(err, SY_ERR_UNAVAILABLE, "device cuda: gpu = %lld: %s", gpu, why.msg);
+    /* probe judged the local rank's GPU; a pinned gpu may be another one. */
+    if (!syc_cc_supported(ma, mi))
+        return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                          "device cuda: GPU %lld has compute capability %d.%d; this build has kernels for 8.x, 9.0 "
+                          "and 12.x", gpu, ma, mi);
     sy_cuda_dev *d = calloc(1, sizeof *d);
     if (!d)
         return sy_err_set(err, SY_ERR_NOMEM, "device cuda: cannot allocate the instance");
