@@ -198,9 +198,27 @@ static int open_device(rank_ctx *r, const char *device, int rank, sy_err *err)
     if (!spec || !*spec)
         spec = "auto";
     sy_plugin *p = NULL;
+    const char *section = "device";
     int rc = sy_loader_resolve(r->ld, SY_KIND_DEVICE, spec, device, &r->host.api, &p, err);
+    sy_plugin *other = NULL;
+    sy_err ignored = {{0}};
+    int foreign = 0;
+    if (rc && strcmp(spec, "auto") != 0 && !sy_loader_resolve(r->ld, SY_KIND_DEVICE, spec, NULL, &r->host.api, &other,
+                                                             &ignored)) {
+        sy_plugin_close(other); /* it exists, for another device */
+        foreign = 1;
+        rc = sy_loader_resolve(r->ld, SY_KIND_DEVICE, "auto", device, &r->host.api, &p, err);
+    }
+    if (foreign && !rc) {
+        /* A CPU serving config ([device] plugin = cpu) benchmarking a GPU transport: its [device] keys are the
+         * cpu plugin's, so the device's own plugin opens with its defaults. */
+        if (rank == 0)
+            fprintf(stderr, "switchyard bench-comm: [device] plugin = %s is not for device %s; the ranks open %s with "
+                    "its defaults\n", spec, device, p->desc->name);
+        section = "device (not this plugin's)";
+    }
     if (!rc)
-        rc = sy_plugin_create(p, &r->host.api, r->cfg, "device", &r->dev, err);
+        rc = sy_plugin_create(p, &r->host.api, r->cfg, section, &r->dev, err);
     if (rc) {
         char why[sizeof err->msg];
         snprintf(why, sizeof why, "%s", err->msg);

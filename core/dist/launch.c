@@ -252,8 +252,15 @@ static int start_launched(sy_dist *d, const sy_dist_opts *o, sy_config *cfg, int
     if (rc)
         return rc;
     snprintf(d->rendezvous, sizeof d->rendezvous, "mpirun");
-    d->ed = (sy_engine_dist){.rank = -1, .world = world, .local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0),
-                             .rendezvous = d->rendezvous,
+    int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    if (local > 0 && vis && *vis && !strchr(vis, ',')) {
+        /* The launcher bound one GPU to this rank (mpirun wrappers, Slurm's --gpus-per-task=1): the GPU plugins'
+         * default device is then the only one it sees, not the local rank's index among the node's GPUs. */
+        sy_info("mpirun local rank %d sees one GPU (CUDA_VISIBLE_DEVICES=%s) and computes on it", local, vis);
+        local = 0;
+    }
+    d->ed = (sy_engine_dist){.rank = -1, .world = world, .local_rank = local, .rendezvous = d->rendezvous,
                              .timeout_s = o->timeout_s > 0 ? o->timeout_s : 60, .plan_fds = NULL};
     d->follower = rank != 0;
     if (d->follower && sy_log_get_level() == SY_LOG_INFO)

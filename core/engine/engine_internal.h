@@ -22,6 +22,11 @@ struct sy_engine {
     /* The device has the optional argmax op and [scheduler] device_sampling
      * is not off: greedy rows are picked on the device (forward.c). */
     bool dev_argmax;
+    /* Tensor parallelism: greedy rows travel as (value, id) pairs whichever way each rank picks its slice (its
+     * device's argmax, or on the host without it or with device_sampling = off), so every rank runs the same
+     * collective even when their configs or devices differ; false past 2^24 tokens (F32 ids), where every
+     * rank gathers the logits. */
+    bool tp_pick_pairs;
     uint64_t device_picks; /* rows picked so: what sy_engine_device_picks reports */
     char describe[256];
 

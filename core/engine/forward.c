@@ -52,7 +52,8 @@ int sy__engine_alloc_activations(sy_engine *e, sy_err *err)
         if ((rc = alloc_act(e, &e->gathered, tp * S, e->vocab_local, err)))
             return rc;
         /* Greedy picks travel between ranks as F32 (value, id) pairs: past 2^24 an id would not be exact. */
-        if (c->vocab > (1 << 24) && e->dev_argmax) {
+        e->tp_pick_pairs = c->vocab <= (1 << 24);
+        if (!e->tp_pick_pairs && e->dev_argmax) {
             sy_info("tensor parallelism: a vocabulary of %d tokens is past 2^24: greedy picks on the host", c->vocab);
             e->dev_argmax = false;
         }
@@ -251,10 +252,21 @@ static int pick_tp(sy_engine *e, const sy_tensor *logits, int32_t n_sel, int32_t
 {
     const int64_t tp = e->tp_size, Vl = e->vocab_local;
     void *di = e->device->inst;
-    int rc = e->dev->argmax(di, logits, e->pick_ids, e->pick_vals, err);
+    int rc;
+    bool fetched = false;
+    if (e->dev_argmax) {
+        rc = e->dev->argmax(di, logits, e->pick_ids, e->pick_vals, err);
+    } else { /* this rank picks its slice on the host: the exchange stays the same for every rank */
+        rc = e->dev->download(di, e->gathered_host, logits, sizeof(float) * (size_t)n_sel * (size_t)Vl, err);
+        fetched = true;
+        for (int32_t i = 0; !rc && i < n_sel; i++) {
+            const float *row = e->gathered_host + (size_t)i * (size_t)Vl;
+            e->pick_ids[i] = sy_greedy_pick(row, (int32_t)Vl);
+            e->pick_vals[i] = row[e->pick_ids[i]];
+        }
+    }
     if (rc)
         return rc;
-    bool fetched = false;
     for (int32_t i = 0; i < n_sel; i++) {
         float v = e->pick_vals[i];
         int64_t id = e->pick_ids[i];
@@ -310,7 +322,7 @@ static int head_outputs(sy_engine *e, int32_t n_sel, int32_t n_full, float *out,
     void *di = e->device->inst;
     int rc;
     int32_t n_copy = n_sel;
-    if (n_greedy > 0 && e->dev_argmax) {
+    if (n_greedy > 0 && (e->dev_argmax || (tp && e->tp_pick_pairs))) {
         sy_tensor all = rows(&e->logits, n_sel);
         if (tp)
             rc = pick_tp(e, &all, n_sel, n_full, err);
@@ -319,9 +331,9 @@ static int head_outputs(sy_engine *e, int32_t n_sel, int32_t n_full, float *out,
                 *e->greedy_dst[g] = e->pick_ids[n_full + g];
         if (rc)
             return rc;
-        if (e->device_picks == 0)
+        if (e->dev_argmax && e->device_picks == 0)
             sy_debug("greedy picks: on the device (argmax op); their logits rows stay there");
-        e->device_picks += (uint64_t)n_greedy;
+        e->device_picks += e->dev_argmax ? (uint64_t)n_greedy : 0;
         n_copy = n_full;
     }
     if (n_copy > 0) {

@@ -721,7 +721,10 @@ typedef struct sy_comm_ops {
      * check only one rank can make must reach the others before setup
      * returns (cuda-p2p fails its shared segment, so every peer fails its
      * next barrier). Any other code is an error that ends the run even
-     * under auto.
+     * under auto. For the same reason a comm plugin's probe must answer
+     * alike on every rank of a node (not by host->local_rank): under auto
+     * each rank walks its own list of candidates, and ranks whose lists
+     * differ would meet at different rendezvous and wait out the timeout.
      */
     int (*setup)(void *inst, int rank, int world_size, const char *rendezvous, double timeout_s, sy_err *err);
 } sy_comm_ops;

@@ -8,6 +8,7 @@
 set -u
 : "${SY_BUILDDIR:?run through make check}"
 : "${SY_TEST_PLUGIN_DIR:?run through make check}"
+: "${SY_PLUGIN_DIR:?run through make check}"
 sy=$SY_BUILDDIR/switchyard
 dir=$SY_TEST_PLUGIN_DIR
 for so in sytest-gpudev sytest-gpucomm; do
@@ -56,6 +57,17 @@ rc=$?
 if [ $rc -eq 1 ] && grep -q 'nosuch-device' "$tmp/err" && grep -q 'works on device sytest-gpu' "$tmp/err"; then
     ok "an unknown [device] plugin is refused with its name"
 else bad "device.plugin=nosuch-device (exit $rc): $(cat "$tmp/err")"; fi
+
+# A CPU serving config ([device] plugin = cpu, with its keys): the ranks open the comm plugin's device with its
+# defaults instead of failing on the cpu plugin.
+rm -f "$tmp/log"
+timeout 60 "$sy" bench-comm --plugin sytest-gpucomm --ranks 2 --plugin-dir "$dir" --plugin-dir "$SY_PLUGIN_DIR" \
+    --max-bytes 1K --timeout 30 --set device.plugin=cpu --set device.threads=1 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ] && rows_ok "$tmp/out" 4 && grep -q 'plugin = cpu is not for device sytest-gpu; the ranks open sytest-gpudev' "$tmp/err" &&
+    [ "$(grep -c 'local rank \([01]\), GPU \1$' "$tmp/log")" -eq 2 ]; then
+    ok "[device] plugin = cpu: the ranks open the comm plugin's device with its defaults"
+else bad "device.plugin=cpu (exit $rc): $(cat "$tmp/err" "$tmp/out" "$tmp/log" 2>/dev/null)"; fi
 
 echo "test_bench_comm_gpu: $pass passed, $fail failed"
 [ $fail -eq 0 ]

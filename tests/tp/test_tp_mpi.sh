@@ -39,6 +39,19 @@ for m in tiny-llama tiny-mixtral; do
     fi
 done
 
+# A launcher that binds one GPU per rank (CUDA_VISIBLE_DEVICES with one entry): local rank 1 computes on the only
+# GPU it sees (the GPU plugins' default device becomes 0), and says so.
+CUDA_VISIBLE_DEVICES=3 timeout 120 mpirun -n 2 --oversubscribe --mca btl self,vader -x CUDA_VISIBLE_DEVICES "$sy" \
+    generate -c "$cfg" --set comm.plugin=mpi --set device.threads=1 --model "$models/tiny-llama" --prompt-ids 1,2 -n 2 \
+    >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ] && grep -qF 'mpirun local rank 1 sees one GPU (CUDA_VISIBLE_DEVICES=3) and computes on it' "$tmp/err" &&
+    ! grep -qF 'local rank 0 sees' "$tmp/err"; then
+    ok "mpirun with one GPU per rank: local rank 1 takes the GPU it sees"
+else
+    bad "mpirun with CUDA_VISIBLE_DEVICES=3: exit $rc: $(cat "$tmp/err")"
+fi
+
 # Under mpirun the ranks are mpirun's: another comm plugin, or a different --tp, is refused.
 timeout 120 mpirun -n 2 --oversubscribe --mca btl self,vader "$sy" generate -q -c "$cfg" --set comm.plugin=shm \
     --model "$models/tiny-llama" --prompt-ids 1,2 -n 2 >"$tmp/out" 2>"$tmp/err"

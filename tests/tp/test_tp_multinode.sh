@@ -71,6 +71,22 @@ for case in "tiny-llama 1 0" "tiny-mixtral 1 1" "stories260k 2 2"; do
     fi
 done
 
+# Nodes whose configs differ in [scheduler] device_sampling still agree on the greedy exchange: each picks its
+# vocabulary slice its own way (device argmax / host) and the ranks trade (value, id) pairs either way (before,
+# node 0 gathered pairs while node 1 gathered whole logits slices, and the collective broke).
+ids=$(expected tiny-llama 0 prompt_ids)
+want=$(expected tiny-llama 0 greedy_ids 16)
+args="--model $models/tiny-llama --prompt-ids $ids -n 16"
+# shellcheck disable=SC2086
+pair mixed $args --set scheduler.device_sampling=auto -- $args --set scheduler.device_sampling=off
+two=$(sed -n 's/^generated_ids: //p' "$tmp/mixed.0.err")
+if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && [ "$two" = "$want" ]; then
+    ok "nodes with device_sampling auto / off: reference ids"
+else
+    bad "device_sampling auto / off across nodes: exit $rc0/$rc1 [$two] reference [$want]" \
+        "($(cat "$tmp/mixed.0.err" "$tmp/mixed.1.err"))"
+fi
+
 # MoE with --tp 2 on each node: the shared MoE checkpoints have 2 KV heads, so a synthetic mixtral with 4.
 if "$SY_BUILDDIR/sy-mkmodel" --arch mixtral --kv-heads 4 --out "$tmp/mx4" >/dev/null 2>"$tmp/err" &&
     "$SY_BUILDDIR/sy-mkmodel" --heads 3 --kv-heads 3 --hidden 96 --ffn 96 --vocab 513 --out "$tmp/w3" \

@@ -48,6 +48,22 @@ typedef struct peer_info {
     char bus[32];
 } peer_info;
 
+/*
+ * A rank's verdict on its timed peer copies, at VERDICT_AT in its slot
+ * (after peer_info, which nobody reads once the buffers are mapped). Every
+ * rank refuses if any rank does, and only after the barrier that follows
+ * the copies: a rank that refused at once would free its buffer while a
+ * peer may still be copying from it.
+ */
+typedef struct peer_verdict {
+    int32_t code; /* SY_OK or SY_ERR_UNAVAILABLE */
+    char msg[480];
+} peer_verdict;
+#define VERDICT_AT 1024
+#define SLOT_BYTES 4096
+_Static_assert(sizeof(peer_info) <= VERDICT_AT && VERDICT_AT + sizeof(peer_verdict) <= SLOT_BYTES,
+               "peer_info and the verdict share a rank's slot");
+
 typedef struct comm_p2p {
     size_t bank_bytes;
     double min_gbs;
@@ -191,7 +207,7 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
         return sy_err_set(err, SY_ERR_INVALID, "comm cuda-p2p: an empty rendezvous string; expected one unique per run");
     char rv[240];
     snprintf(rv, sizeof rv, "p2p-%s", rendezvous);
-    int rc = shm_seg_join(&c->seg, rank, world, rv, 4096, timeout_s, err);
+    int rc = shm_seg_join(&c->seg, rank, world, rv, SLOT_BYTES, timeout_s, err);
     if (rc)
         return rc;
     /* Only once joined: from here a failure on one rank fails the segment, so every rank refuses. */
@@ -245,7 +261,8 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
     P2P_TRY(c, cudaDeviceSynchronize(), "clearing the peer buffer", err);
     if ((rc = shm_seg_barrier(&c->seg, (uint64_t)OP_SETUP << 56 | 1, 1, "peer buffers ready", err)))
         return fail(c, rc, err);
-    for (int r = 0; r < world; r++) {
+    peer_verdict mine = {SY_OK, ""};
+    for (int r = 0; r < world && mine.code == SY_OK; r++) {
         if (r == rank)
             continue;
         const double t0 = now_s();
@@ -255,24 +272,32 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
         const double dt = now_s() - t0, gbs = (double)probe / (dt > 1e-9 ? dt : 1e-9) / 1e9;
         unsigned char first = 0;
         P2P_TRY(c, cudaMemcpy(&first, (char *)c->buf + c->bank_bytes, 1, cudaMemcpyDeviceToHost), "peer check", err);
-        if (first != (unsigned char)(r & 0xff)) {
-            sy_err_set(err, SY_ERR_UNAVAILABLE, "comm cuda-p2p: rank %d read %u from rank %d's buffer, expected %u: "
-                       "peer copies are broken here; use [comm] plugin = nccl", rank, first, r, (unsigned)(r & 0xff));
-            return fail(c, SY_ERR_UNAVAILABLE, err);
-        }
-        if (timeout_s > 0 && dt > timeout_s) {
-            sy_err_set(err, SY_ERR_UNAVAILABLE, "comm cuda-p2p: rank %d: a %zu-byte copy from rank %d took %.1f s, over "
-                       "the %.1f s timeout", rank, probe, r, dt, timeout_s);
-            return fail(c, SY_ERR_UNAVAILABLE, err);
-        }
-        if (gbs < c->min_gbs) {
-            sy_err_set(err, SY_ERR_UNAVAILABLE, "comm cuda-p2p: rank %d: copies from rank %d run at %.1f GB/s, under "
-                       "min_bandwidth %.1f; use [comm] plugin = nccl", rank, r, gbs, c->min_gbs);
-            return fail(c, SY_ERR_UNAVAILABLE, err);
-        }
+        if (first != (unsigned char)(r & 0xff))
+            snprintf(mine.msg, sizeof mine.msg, "comm cuda-p2p: rank %d read %u from rank %d's buffer, expected %u: "
+                     "peer copies are broken here; use [comm] plugin = nccl", rank, first, r, (unsigned)(r & 0xff));
+        else if (timeout_s > 0 && dt > timeout_s)
+            snprintf(mine.msg, sizeof mine.msg, "comm cuda-p2p: rank %d: a %zu-byte copy from rank %d took %.1f s, over "
+                     "the %.1f s timeout", rank, probe, r, dt, timeout_s);
+        else if (gbs < c->min_gbs)
+            snprintf(mine.msg, sizeof mine.msg, "comm cuda-p2p: rank %d: copies from rank %d run at %.1f GB/s, under "
+                     "min_bandwidth %.1f; use [comm] plugin = nccl", rank, r, gbs, c->min_gbs);
+        if (mine.msg[0])
+            mine.code = SY_ERR_UNAVAILABLE;
     }
+    memcpy(shm_slot(&c->seg, 0, rank) + VERDICT_AT, &mine, sizeof mine);
     if ((rc = shm_seg_barrier(&c->seg, (uint64_t)OP_SETUP << 56 | 2, 1, "peer copies checked", err)))
         return fail(c, rc, err);
+    for (int r = 0; r < world; r++) {
+        peer_verdict v;
+        memcpy(&v, shm_slot(&c->seg, 0, r) + VERDICT_AT, sizeof v);
+        if (v.code != SY_OK) {
+            /* Every rank read the same verdicts: all refuse together, none fails the segment under the others. */
+            v.msg[sizeof v.msg - 1] = 0;
+            c->broken = 1;
+            return sy_err_set(err, SY_ERR_UNAVAILABLE, "%s%s", v.msg,
+                              r == rank ? "" : " (every rank refuses with it)");
+        }
+    }
     c->ready = 1;
     return SY_OK;
 }

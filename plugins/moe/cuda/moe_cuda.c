@@ -323,6 +323,12 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     m->p = *p;
     m->e_first = 0;
     m->e_count = p->n_experts;
+    if (!m->route_host && p->n_experts > SYMK_GROUP_MAX_EXPERTS) {
+        /* Known now rather than at the first forward, when serve would already be taking requests. */
+        sy_logf(m->host, SY_LOG_WARN, SY_MOE_CUDA_NAME, "%d experts: device routing groups up to %d; routing on the "
+                "host ([moe] routing = host)", p->n_experts, SYMK_GROUP_MAX_EXPERTS);
+        m->route_host = 1;
+    }
     if ((rc = load_tiles(m, err)))
         return rc;
     const size_t C = (size_t)m->chunk_tokens, K = (size_t)p->top_k, A = C * K, E = (size_t)p->n_experts;
