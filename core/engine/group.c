@@ -63,6 +63,74 @@ static const char *auto_passes_over(const sy_plugin_desc *d)
  * would. Each attempt after the first meets at "<rendezvous>-<plugin>", so
  * nothing the refused plugin left under the rendezvous is in the way.
  */
+static bool declares(const sy_plugin_desc *d, const char *key)
+{
+    for (const sy_key_decl *k = d->keys; k && k->name; k++)
+        if (!strcmp(k->name, key))
+            return true;
+    return false;
+}
+
+/*
+ * Under auto each candidate gets the [comm] keys it declares (a cuda-p2p key
+ * must not stop nccl, nor an nccl key cuda-p2p); a key that no candidate
+ * declares is a config error naming where it was set.
+ */
+static int check_auto_keys(const sy_config *cfg, const sy_plugin_candidate *cand, size_t n, sy_err *err)
+{
+    const sy_config_entry *const *ents = NULL;
+    const size_t ne = sy_config_section(cfg, "comm", &ents);
+    for (size_t j = 0; j < ne; j++) {
+        if (!strcmp(ents[j]->key, "plugin"))
+            continue;
+        bool any = false;
+        for (size_t i = 0; i < n && !any; i++)
+            any = !auto_passes_over(cand[i].plugin->desc) && declares(cand[i].plugin->desc, ents[j]->key);
+        if (!any) {
+            char where[300];
+            if (ents[j]->line > 0)
+                snprintf(where, sizeof where, "%s:%d", ents[j]->file, ents[j]->line);
+            else
+                snprintf(where, sizeof where, "%s", ents[j]->file);
+            return sy_err_set(err, SY_ERR_INVALID,
+                              "%s: [comm] %s: no comm plugin that [comm] plugin = auto tries here declares it "
+                              "(`switchyard plugins` lists each plugin's keys); name the plugin it belongs to",
+                              where, ents[j]->key);
+        }
+    }
+    return SY_OK;
+}
+
+/* The instance of candidate p with the [comm] keys it declares (all of them: the config itself). */
+static int create_candidate(sy_engine *e, const sy_config *cfg, sy_plugin *p, sy_err *err)
+{
+    const sy_config_entry *const *ents = NULL;
+    const size_t ne = sy_config_section(cfg, "comm", &ents);
+    bool all = true;
+    for (size_t j = 0; j < ne && all; j++)
+        all = !strcmp(ents[j]->key, "plugin") || declares(p->desc, ents[j]->key);
+    if (all)
+        return sy_plugin_create(p, &e->host.api, cfg, "comm", &e->comm, err);
+    sy_config *own = sy_config_new();
+    int rc = own ? SY_OK : sy_err_set(err, SY_ERR_NOMEM, "out of memory");
+    for (size_t j = 0; j < ne && !rc; j++) {
+        if (strcmp(ents[j]->key, "plugin") == 0 || !declares(p->desc, ents[j]->key))
+            continue;
+        char set[1024];
+        if (snprintf(set, sizeof set, "comm.%s=%s", ents[j]->key, ents[j]->value) >= (int)sizeof set)
+            rc = sy_err_set(err, SY_ERR_INVALID, "[comm] %s: value longer than %zu characters", ents[j]->key,
+                            sizeof set - 8);
+        else
+            rc = sy_config_set(own, set, err);
+    }
+    if (rc)
+        sy_plugin_close(p);
+    else
+        rc = sy_plugin_create(p, &e->host.api, own, "comm", &e->comm, err);
+    sy_config_free(own);
+    return rc;
+}
+
 static int join_auto(sy_engine *e, const sy_config *cfg, const sy_engine_dist *dist, const char *device, sy_err *err)
 {
     sy_plugin_candidate *cand = NULL;
@@ -70,6 +138,10 @@ static int join_auto(sy_engine *e, const sy_config *cfg, const sy_engine_dist *d
     int rc = sy_loader_candidates(e->loader, SY_KIND_COMM, device, &e->host.api, &cand, &n, err);
     if (rc)
         return rc;
+    if ((rc = check_auto_keys(cfg, cand, n, err))) {
+        sy_loader_candidates_free(cand, n);
+        return rc;
+    }
     char refused[sizeof err->msg] = "";
     size_t used = 0;
     int attempts = 0;
@@ -91,12 +163,10 @@ static int join_auto(sy_engine *e, const sy_config *cfg, const sy_engine_dist *d
         }
         sy_plugin *p = cand[i].plugin;
         cand[i].plugin = NULL; /* sy_plugin_create owns it now */
-        /* [comm] keys go to every plugin tried: one that does not take them is a config error, not a refusal. */
-        if ((rc = sy_plugin_create(p, &e->host.api, cfg, "comm", &e->comm, err))) {
+        if ((rc = create_candidate(e, cfg, p, err))) {
             char why[sizeof err->msg];
             snprintf(why, sizeof why, "%s", err->msg);
-            sy_err_set(err, rc, "tensor parallel: [comm] plugin = auto tried comm %s: %s (under auto every [comm] key "
-                       "goes to each plugin tried: name the plugin to give it keys of its own)", d->name, why);
+            sy_err_set(err, rc, "tensor parallel: [comm] plugin = auto tried comm %s: %s", d->name, why);
             break;
         }
         attempts++;

@@ -75,16 +75,28 @@ else
     bad "--tp 2: local ranks not as expected: $(cat "$tmp/err")"
 fi
 
-# A [comm] key goes to every plugin auto tries: one that does not declare it is a config error, not a refusal.
-gen --model "$models/stories260k" --prompt-ids 1,2,3 -n 4 --tp 2 --set comm.plugin=auto --set comm.slot_size=64K \
+# Under auto each candidate gets the [comm] keys it declares: shm's slot_size does not stop the refusing plugins
+# (which declare none) and reaches shm; a key no candidate declares is a config error naming where it was set.
+ids=$(expected stories260k 0 prompt_ids)
+want=$(expected stories260k 0 greedy_ids 8)
+gen --model "$models/stories260k" --prompt-ids "$ids" -n 8 --tp 2 --set comm.plugin=auto --set comm.slot_size=64K \
     >"$tmp/out" 2>"$tmp/err"
 rc=$?
-if [ $rc -eq 1 ] && grep -qF '[comm] plugin = auto tried comm sytest-comm-refuse: ' "$tmp/err" &&
-    grep -qF 'unknown key "slot_size" in [comm]' "$tmp/err" && ! grep -q 'joined over comm' "$tmp/err" &&
-    [ -z "$(left)" ]; then
-    ok "a [comm] key the first candidate does not take: exit 1 naming the key and the plugin"
+got=$(sed -n 's/^generated_ids: //p' "$tmp/err")
+if [ $rc -eq 0 ] && [ "$got" = "$want" ] && grep -qF 'joined over comm shm' "$tmp/err" && [ -z "$(left)" ]; then
+    ok "auto with shm's slot_size: the refusing plugins take no keys, shm takes it, the reference's ids"
 else
-    bad "[comm] slot_size under auto: exit $rc, left [$(left)]: $(cat "$tmp/err")"
+    bad "[comm] slot_size under auto: exit $rc [$got] want [$want], left [$(left)]: $(cat "$tmp/err")"
+fi
+gen --model "$models/stories260k" --prompt-ids 1,2,3 -n 4 --tp 2 --set comm.plugin=auto --set comm.nosuch=1 \
+    >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 1 ] &&
+    grep -qF -- '--set: [comm] nosuch: no comm plugin that [comm] plugin = auto tries here declares it' "$tmp/err" &&
+    ! grep -q 'joined over comm' "$tmp/err" && [ -z "$(left)" ]; then
+    ok "a [comm] key no candidate declares: exit 1 naming the key and where it was set"
+else
+    bad "[comm] nosuch under auto: exit $rc, left [$(left)]: $(cat "$tmp/err")"
 fi
 
 # Without shm on the plugin path: every candidate refuses, and the run says which and why.
