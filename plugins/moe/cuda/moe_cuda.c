@@ -108,10 +108,11 @@ static const sy_key_decl keys[] = {
      0, 0, NULL},
     {"tuning_dir", SY_KEY_STRING, SY_MOE_TUNING_DIR,
      "MoE tuning tables: <dir>/cuda-sm<cc>/<gpu name>/E=..,N=..,K=..,dtype=...ini (docs/moe-tuning.md)", 0, 0, NULL},
-    {"routing", SY_KEY_STRING, "device",
-     "device: route and group the tokens on the GPU (no host round trip in a layer); host: copy the router logits "
-     "to the host and route there with moe cpu's code (the reference; synchronises every layer)",
-     0, 0, NULL},
+    /* host stays the default until a GPU run has checked and timed device routing (docs/gpu.md). */
+    {"routing", SY_KEY_ENUM, "host",
+     "host: copy the router logits to the host and route there with moe cpu's code (synchronises every layer); "
+     "device: route and group the tokens on the GPU (no host round trip in a layer; not yet run on a GPU)",
+     0, 0, "host|device"},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -155,7 +156,7 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
         return sy_err_set(err, SY_ERR_NOMEM, "moe cuda: cannot allocate the instance");
     m->host = host;
     m->gpu = syc_current_gpu();
-    m->route_host = routing && strcmp(routing, "host") == 0;
+    m->route_host = !routing || strcmp(routing, "device") != 0;
     m->chunk_tokens = mt;
     m->tile_key = tile_key;
     snprintf(m->tuning_dir, sizeof m->tuning_dir, "%s",
