@@ -88,8 +88,7 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     long long gpu = sy_kv_int(cfg, n_cfg, "gpu", -1);
     const int by_rank = gpu < 0;
     if (by_rank)
-        gpu = host && host->struct_size >= offsetof(sy_host, local_rank) + sizeof host->local_rank ? host->local_rank
-                                                                                                  : 0;
+        gpu = syc_rank_gpu(host);
     const char *lin = sy_kv_get(cfg, n_cfg, "linear");
     sy_err why = {{0}};
     int ma = 0, mi = 0;
