@@ -181,7 +181,7 @@ static int forward(void *i, int32_t layer, const sy_attn_batch *b, const sy_tens
     return SY_OK;
 }
 
-static const sy_attn_ops ops = {sizeof(sy_attn_ops), supports, prepare, forward, NULL};
+static const sy_attn_ops ops = {sizeof(sy_attn_ops), supports, prepare, forward, NULL, NULL};
 
 static const sy_key_decl keys[] = {
     {"greeting", SY_KEY_STRING, "hello", "what create() logs", 1, 0, NULL},

@@ -18,5 +18,6 @@ include $(srcdir)/tests/tp.mk
 include $(srcdir)/tests/load.mk
 include $(srcdir)/tests/quant.mk
 include $(srcdir)/tests/faults.mk
+include $(srcdir)/tests/graphs.mk
 include $(srcdir)/tests/fuzz.mk
 include $(srcdir)/tests/sdk/sdk.mk

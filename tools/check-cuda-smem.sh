@@ -4,7 +4,7 @@
 # .res reports the nvcc rule in plugins/common/cuda/cuda.mk writes beside
 # each object) plus the object's declared dynamic shared memory (its
 # SY_SMEM_QUERY line) must not exceed the per-block opt-in limit:
-#   sm_80 166912 bytes (163 KB), sm_90 232448 (227 KB), sm_120 101376 (99 KB).
+#   sm_80 166912 bytes (163 KB), sm_90 and sm_90a 232448 (227 KB), sm_120 101376 (99 KB).
 # Usage: check-cuda-smem.sh [BUILDDIR]   (default $SY_BUILDDIR, else .)
 # Prints one line per kernel and architecture; exit 1 when one is over or
 # when no report is found (a build without the CUDA plugins cannot pass).
@@ -36,7 +36,7 @@ for r in $reports; do
         /Used [0-9]+ registers/ && fn != "" {
             smem = 0
             if (match($0, /[0-9]+ bytes smem/)) smem = substr($0, RSTART, RLENGTH) + 0
-            lim = arch == "sm_80" ? 166912 : arch == "sm_90" ? 232448 : arch == "sm_120" ? 101376 : 0
+            lim = arch == "sm_80" ? 166912 : arch == "sm_90" || arch == "sm_90a" ? 232448 : arch == "sm_120" ? 101376 : 0
             total = smem + dyn
             verdict = lim == 0 ? "UNKNOWN-ARCH" : total > lim ? "OVER" : "ok"
             printf "%-7s %8d + %8d = %8d / %8d  %-4s %s (%s)\n", arch, smem, dyn, total, lim, verdict, fn, obj

@@ -252,7 +252,15 @@ int sy_cmd_generate(int argc, char **argv)
                 st.prompt_tokens, st.prefill_s, st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0.0, st.generated,
                 st.decode_s, st.decode_s > 0 && st.generated > 1 ? (st.generated - 1) / st.decode_s : 0.0, st.finish);
     if (stats && rc == 0)
-        fprintf(stderr, "greedy picks on the device: %llu\n", (unsigned long long)sy_engine_device_picks(e));
+        fprintf(stderr, "greedy picks on the device: %llu\nsampled picks on the device: %llu\n",
+                (unsigned long long)sy_engine_device_picks(e), (unsigned long long)sy_engine_device_samples(e));
+    if (stats && rc == 0) {
+        sy_engine_graph_counts gc;
+        sy_engine_graph_stats(e, &gc);
+        fprintf(stderr, "engine steps replayed from graphs: %llu (recorded %llu, op by op %llu; graphs %s)\n",
+                (unsigned long long)gc.replays, (unsigned long long)gc.recorded, (unsigned long long)gc.eager,
+                gc.on ? "on" : "off");
+    }
     sy_detok_free(g.detok);
     free(g.ids);
 done:

@@ -33,7 +33,8 @@ static const sy_key_decl scheduler_keys[] = {
      NULL},
     {"drain_timeout", SY_KEY_FLOAT, "30", "seconds serve waits for in-flight requests on SIGINT/SIGTERM", 0, 86400, NULL},
     {"device_sampling", SY_KEY_ENUM, "auto",
-     "greedy picks by the device's argmax op when it has one (auto) or from logits copied to the host (off)", 0, 0,
+     "greedy picks and sampled draws by the device's argmax and sample ops when it has them (auto) or from logits "
+     "copied to the host (off)", 0, 0,
      "auto|off"},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
@@ -359,6 +360,8 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
     e->max_batch_tokens = (int32_t)sy_kv_int(sk, nsk, "max_batch_tokens", 2048);
     e->dev_argmax = strcmp(kv_str(sk, nsk, "device_sampling"), "off") != 0 &&
                     e->dev->struct_size >= offsetof(sy_device_ops, argmax) + sizeof e->dev->argmax && e->dev->argmax;
+    e->dev_sample = strcmp(kv_str(sk, nsk, "device_sampling"), "off") != 0 &&
+                    e->dev->struct_size >= offsetof(sy_device_ops, sample) + sizeof e->dev->sample && e->dev->sample;
     e->max_seqs = (int32_t)sy_kv_int(sk, nsk, "max_running", 64);
     if (e->max_seqs > e->max_batch_tokens)
         e->max_seqs = e->max_batch_tokens;
@@ -389,7 +392,12 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
                                .inv_freq = e->inv_freq,
                                .mscale = 1.0f};
 
+    sy__graphs_init(e, cfg); /* before the step arrays: with graphs on they are the device's host memory */
     if ((rc = prepare_weights(e, err)) || (rc = sy__engine_alloc_activations(e, err)))
+        goto fail;
+    /* Steps may run on another thread (serve), and a GPU plugin's work queued while loading (uploads, cache
+     * clearing) is ordered only with that thread's later work: let it finish first. */
+    if (e->dev->synchronize && (rc = e->dev->synchronize(e->device->inst, err)))
         goto fail;
 
     snprintf(e->describe, sizeof e->describe, "device=%s attention=%s moe=%s comm=%s%s", dd->name,
@@ -425,6 +433,7 @@ void sy_engine_close(sy_engine *e)
     if (!e)
         return;
     sy__tp_shutdown(e); /* rank 0 releases the followers before its collectives go away */
+    sy__graphs_free(e);
     sy__engine_free_activations(e);
     sy__mla_close(e);
     release_weights(e);

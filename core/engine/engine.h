@@ -73,6 +73,13 @@ typedef struct sy_step_seq {
      * the step writes it here instead of a logits row, picking on the device
      * when it can (see sy_engine_device_picks). */
     int32_t *greedy_id;
+    /* With greedy_id: the pick is this draw (sy_sampler_row) instead of the
+     * greedy one, made on the device when it has the sample op and
+     * device_sampling is not off, else on the host with the same uniform;
+     * the id equals sy_sampler_next's either way. Not with tensor
+     * parallelism (sy_engine_tp_size > 1): leave it NULL there and let such
+     * rows come back as logits. */
+    const sy_sample_row *sample;
 } sy_step_seq;
 
 /*
@@ -91,6 +98,15 @@ int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float 
  * [scheduler] device_sampling = off, where the engine picks on the host.
  */
 uint64_t sy_engine_device_picks(const sy_engine *e);
+/* Sampled picks (sy_step_seq.sample) the device's sample op made so far; 0 without it or with device_sampling = off. */
+uint64_t sy_engine_device_samples(const sy_engine *e);
+
+/* [device] graphs: decode steps replayed from a recording, recordings made, steps run op by op. */
+typedef struct sy_engine_graph_counts {
+    bool on; /* graphs are in use (configured, allowed, and nothing failed yet) */
+    uint64_t replays, recorded, eager;
+} sy_engine_graph_counts;
+void sy_engine_graph_stats(const sy_engine *e, sy_engine_graph_counts *out);
 
 /* Copies KV blocks src[i] -> dst[i] (prefix-cache copy-on-write), on every rank. */
 int sy_engine_copy_blocks(sy_engine *e, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err);

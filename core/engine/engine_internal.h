@@ -4,6 +4,7 @@
 
 #include "dist/plan.h"
 #include "engine/engine.h"
+#include "engine/graphs.h"
 #include "plugin/host.h"
 #include "plugin/loader.h"
 
@@ -22,12 +23,16 @@ struct sy_engine {
     /* The device has the optional argmax op and [scheduler] device_sampling
      * is not off: greedy rows are picked on the device (forward.c). */
     bool dev_argmax;
+    /* The device has the optional sample op and device_sampling is not off: sampled rows (sy_step_seq.sample)
+     * are drawn on the device (forward.c). */
+    bool dev_sample;
     /* Tensor parallelism: greedy rows travel as (value, id) pairs whichever way each rank picks its slice (its
      * device's argmax, or on the host without it or with device_sampling = off), so every rank runs the same
      * collective even when their configs or devices differ; false past 2^24 tokens (F32 ids), where every
      * rank gathers the logits. */
     bool tp_pick_pairs;
     uint64_t device_picks; /* rows picked so: what sy_engine_device_picks reports */
+    uint64_t device_samples; /* sampled rows the device drew: sy_engine_device_samples */
     char describe[256];
 
     sy_model *model;
@@ -54,6 +59,13 @@ struct sy_engine {
     /* Greedy rows of a step: where each pick goes, the picks and their values ([max_seqs]). */
     int32_t **greedy_dst, *pick_ids;
     float *pick_vals;
+    /* Sampled rows of a step ([max_seqs], then greedy ones as temperature 0 for one sample call) and the host
+     * draw's scratch ([vocab] each) for rows the device leaves to the host. */
+    sy_sample_row *sample_rows;
+    float *sample_prob;
+    int32_t *sample_idx;
+    /* Recorded decode steps, [device] graphs (graphs.c). */
+    sy_graphs graphs;
     /* Shared experts' output [T, H] (DeepSeek-V3, GLM); multi-head latent attention state (forward_mla.c). */
     sy_tensor sh_out;
     struct sy_mla *mla;
@@ -95,6 +107,19 @@ int sy__engine_alloc_activations(struct sy_engine *e, sy_err *err);
 void sy__engine_free_activations(struct sy_engine *e);
 /* The step itself on this rank (sy_engine_step in tp_step.c sends the plan first). */
 int sy__engine_forward(struct sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float *logits, sy_err *err);
+
+/* The step's body, embed through the lm_head linear into e->logits (n_sel rows; none when n_sel is 0): what
+ * a recording holds. */
+int sy__engine_forward_body(struct sy_engine *e, const sy_attn_batch *b, int32_t T, int32_t n_sel, sy_err *err);
+
+/* graphs.c: [device] graphs. init after the plugins open, before the step arrays are allocated. */
+void sy__graphs_init(struct sy_engine *e, const sy_config *cfg);
+void sy__graphs_free(struct sy_engine *e);
+/* The body of an eligible decode step replayed from a recording, else op by op. */
+int sy__graphs_step(struct sy_engine *e, const sy_attn_batch *b, int32_t T, int32_t n_sel, sy_err *err);
+/* The step's host arrays: the device's host_alloc with graphs on (a replay reads them), else malloc. */
+void *sy__engine_step_alloc(struct sy_engine *e, size_t bytes);
+void sy__engine_step_free(struct sy_engine *e, void *p);
 
 /* forward_mla.c: the latent KV cache and pool instead of the attention plugin's (MLA models) */
 int sy__mla_open(struct sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err);

@@ -66,17 +66,21 @@ int sy__engine_alloc_activations(sy_engine *e, sy_err *err)
             return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the tensor-parallel logits for %lld sequences",
                               (long long)S);
     }
-    e->ids = malloc(sizeof(int32_t) * (size_t)T);
-    e->pos = malloc(sizeof(int32_t) * (size_t)T);
-    e->tok_start = malloc(sizeof(int32_t) * (size_t)(S + 1));
-    e->ctx_len = malloc(sizeof(int32_t) * (size_t)S);
-    e->sel_rows = malloc(sizeof(int32_t) * (size_t)S);
-    e->block_table = malloc(sizeof(int32_t) * (size_t)S * (size_t)e->max_blocks_per_seq);
+    /* Where a replayed step reads them (graphs.c): the device's host memory with graphs on. */
+    e->ids = sy__engine_step_alloc(e, sizeof(int32_t) * (size_t)T);
+    e->pos = sy__engine_step_alloc(e, sizeof(int32_t) * (size_t)T);
+    e->tok_start = sy__engine_step_alloc(e, sizeof(int32_t) * (size_t)(S + 1));
+    e->ctx_len = sy__engine_step_alloc(e, sizeof(int32_t) * (size_t)S);
+    e->sel_rows = sy__engine_step_alloc(e, sizeof(int32_t) * (size_t)S);
+    e->block_table = sy__engine_step_alloc(e, sizeof(int32_t) * (size_t)S * (size_t)e->max_blocks_per_seq);
     e->greedy_dst = malloc(sizeof(int32_t *) * (size_t)S);
     e->pick_ids = malloc(sizeof(int32_t) * (size_t)S);
     e->pick_vals = malloc(sizeof(float) * (size_t)S);
+    e->sample_rows = malloc(sizeof(sy_sample_row) * (size_t)S);
+    e->sample_prob = malloc(sizeof(float) * (size_t)c->vocab);
+    e->sample_idx = malloc(sizeof(int32_t) * (size_t)c->vocab);
     if (!e->ids || !e->pos || !e->tok_start || !e->ctx_len || !e->sel_rows || !e->block_table || !e->greedy_dst ||
-        !e->pick_ids || !e->pick_vals)
+        !e->pick_ids || !e->pick_vals || !e->sample_rows || !e->sample_prob || !e->sample_idx)
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the step tables for %lld tokens", (long long)T);
     return SY_OK;
 }
@@ -89,17 +93,20 @@ void sy__engine_free_activations(sy_engine *e)
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         if (ts[i]->data && e->dev)
             e->dev->free(e->device->inst, ts[i]);
-    free(e->ids);
-    free(e->pos);
-    free(e->tok_start);
-    free(e->ctx_len);
-    free(e->sel_rows);
-    free(e->block_table);
+    int32_t *step_arrays[] = {e->ids, e->pos, e->tok_start, e->ctx_len, e->sel_rows, e->block_table};
+    for (size_t i = 0; i < sizeof step_arrays / sizeof step_arrays[0]; i++)
+        sy__engine_step_free(e, step_arrays[i]);
     free(e->gathered_host);
     free(e->picks_host);
     free(e->greedy_dst);
     free(e->pick_ids);
     free(e->pick_vals);
+    free(e->sample_rows);
+    free(e->sample_prob);
+    free(e->sample_idx);
+    e->sample_rows = NULL;
+    e->sample_prob = NULL;
+    e->sample_idx = NULL;
     e->greedy_dst = NULL;
     e->pick_ids = NULL;
     e->pick_vals = NULL;
@@ -115,6 +122,14 @@ static sy_tensor rows(const sy_tensor *t, int64_t n)
 {
     sy_tensor v = *t;
     v.shape[0] = n;
+    return v;
+}
+
+/* Rows [first, first + n) of a preallocated 2-D activation. */
+static sy_tensor rows_from(const sy_tensor *t, int64_t first, int64_t n)
+{
+    sy_tensor v = rows(t, n);
+    v.data = (char *)t->data + (size_t)(first * t->stride[0]) * sizeof(float);
     return v;
 }
 
@@ -173,6 +188,15 @@ static int check_step(const sy_engine *e, const sy_step_seq *seqs, int32_t n_seq
         const sy_step_seq *q = &seqs[s];
         if (q->n_tokens <= 0)
             return sy_err_set(err, SY_ERR_INVALID, "sequence %d of the step has no new tokens", s);
+        if (q->sample && (!q->want_logits || !q->greedy_id))
+            return sy_err_set(err, SY_ERR_INVALID, "sequence %d of the step has a sample row but %s", s,
+                              q->want_logits ? "no greedy_id to write the pick to" : "wants no logits");
+        if (q->sample && e->tp_size > 1)
+            return sy_err_set(err, SY_ERR_INVALID, "sequence %d of the step has a sample row; with tensor parallelism "
+                              "(%d ranks) sampled rows travel as logits rows (leave sample NULL)", s, e->tp_size);
+        if (q->sample && q->sample->struct_size < sizeof(sy_sample_row))
+            return sy_err_set(err, SY_ERR_INVALID, "sequence %d: sample row struct_size %u, expected %zu", s,
+                              q->sample->struct_size, sizeof(sy_sample_row));
         const int64_t end = (int64_t)q->ctx_len + q->n_tokens;
         if (end > e->max_seq_len)
             return sy_err_set(err, SY_ERR_INVALID, "sequence %d reaches %lld tokens, over max_seq_len %d", s,
@@ -307,34 +331,96 @@ static int pick_tp(sy_engine *e, const sy_tensor *logits, int32_t n_sel, int32_t
     return SY_OK;
 }
 
+/* The host's pick of picked row k (sampled rows first, then greedy ones) from its logits. */
+static int32_t host_pick(sy_engine *e, int32_t k, int32_t n_samp, const float *row)
+{
+    const int32_t V = e->mc->vocab;
+    return k < n_samp ? sy_sample_pick(row, V, &e->sample_rows[k], e->sample_prob, e->sample_idx)
+                      : sy_greedy_pick(row, V);
+}
+
 /*
- * The model head's outputs: logits rows [0, n_full) go to the caller (or
- * take part in the gather), rows [n_full, n_sel) only need their greedy
- * pick. With the device's argmax op those rows never leave the device;
- * without it (or device_sampling = off) they are copied like the others,
- * into the caller's buffer past its rows, and picked on the host.
+ * The picked rows [n_full, n_sel) with the device's sample op: sampled rows
+ * [0, n_samp) of them and the greedy ones (as temperature 0) in one call.
+ * A row the device leaves to the host (-1) is downloaded alone, into the
+ * caller's buffer at its place, and drawn there with the same uniform.
  */
-static int head_outputs(sy_engine *e, int32_t n_sel, int32_t n_full, float *out, sy_err *err)
+static int sample_on_device(sy_engine *e, int32_t n_sel, int32_t n_full, int32_t n_samp, float *out, sy_err *err)
 {
     const int64_t V = e->mc->vocab;
-    const int32_t n_greedy = n_sel - n_full;
+    const int32_t n_pick = n_sel - n_full;
+    void *di = e->device->inst;
+    for (int32_t k = n_samp; k < n_pick; k++)
+        e->sample_rows[k] = (sy_sample_row){.struct_size = sizeof(sy_sample_row), .temperature = 0.0f, .top_p = 1.0f};
+    const sy_tensor pv = rows_from(&e->logits, n_full, n_pick);
+    int rc = e->dev->sample(di, &pv, e->sample_rows, e->pick_ids, err);
+    if (rc)
+        return rc;
+    for (int32_t k = 0; k < n_pick; k++) {
+        int32_t id = e->pick_ids[k];
+        if (id < -1 || id >= V)
+            return sy_err_set(err, SY_ERR_INTERNAL, "the device's sample op returned id %d for row %d, outside "
+                              "[-1, %lld)", id, k, (long long)V);
+        if (id < 0) {
+            if (!out)
+                return sy_err_set(err, SY_ERR_INVALID, "the device left row %d to the host, but the step has no "
+                                  "logits buffer", k);
+            float *row = out + (size_t)(n_full + k) * (size_t)V;
+            const sy_tensor one = rows_from(&e->logits, n_full + k, 1);
+            if ((rc = e->dev->download(di, row, &one, sizeof(float) * (size_t)V, err)))
+                return rc;
+            id = host_pick(e, k, n_samp, row);
+        } else if (k < n_samp) {
+            e->device_samples++;
+        } else {
+            e->device_picks++;
+        }
+        *e->greedy_dst[k] = id;
+    }
+    if (e->device_samples > 0 && e->device_samples <= (uint64_t)n_samp)
+        sy_debug("sampled picks: on the device (sample op); their logits rows stay there");
+    return SY_OK;
+}
+
+/*
+ * The model head's outputs: logits rows [0, n_full) go to the caller (or
+ * take part in the gather), rows [n_full, n_sel) only need their pick:
+ * sampled rows (e->sample_rows) first, then greedy ones. With the device's
+ * sample op (when there are sampled rows) or argmax op (greedy rows) those
+ * rows never leave the device; without it (or device_sampling = off) they
+ * are copied like the others, into the caller's buffer past its rows, and
+ * picked on the host by the same rule with the same uniform.
+ */
+static int head_outputs(sy_engine *e, int32_t n_sel, int32_t n_full, int32_t n_samp, float *out, sy_err *err)
+{
+    const int64_t V = e->mc->vocab;
+    const int32_t n_greedy = n_sel - n_full - n_samp;
     const bool tp = e->tp_size > 1;
     void *di = e->device->inst;
     int rc;
     int32_t n_copy = n_sel;
-    if (n_greedy > 0 && (e->dev_argmax || (tp && e->tp_pick_pairs))) {
+    if (tp && n_greedy > 0 && e->tp_pick_pairs) { /* no sampled rows with tensor parallelism (check_step) */
         sy_tensor all = rows(&e->logits, n_sel);
-        if (tp)
-            rc = pick_tp(e, &all, n_sel, n_full, err);
-        else if (!(rc = e->dev->argmax(di, &all, e->pick_ids, NULL, err)))
-            for (int32_t g = 0; g < n_greedy; g++)
-                *e->greedy_dst[g] = e->pick_ids[n_full + g];
-        if (rc)
+        if ((rc = pick_tp(e, &all, n_sel, n_full, err)))
             return rc;
         if (e->dev_argmax && e->device_picks == 0)
             sy_debug("greedy picks: on the device (argmax op); their logits rows stay there");
         e->device_picks += e->dev_argmax ? (uint64_t)n_greedy : 0;
         n_copy = n_full;
+    } else if (!tp && n_samp > 0 && e->dev_sample) {
+        if ((rc = sample_on_device(e, n_sel, n_full, n_samp, out, err)))
+            return rc;
+        n_copy = n_full;
+    } else if (!tp && n_greedy > 0 && e->dev_argmax) {
+        const sy_tensor gv = rows_from(&e->logits, n_full + n_samp, n_greedy);
+        if ((rc = e->dev->argmax(di, &gv, e->pick_ids, NULL, err)))
+            return rc;
+        for (int32_t g = 0; g < n_greedy; g++)
+            *e->greedy_dst[n_samp + g] = e->pick_ids[g];
+        if (e->device_picks == 0)
+            sy_debug("greedy picks: on the device (argmax op); their logits rows stay there");
+        e->device_picks += (uint64_t)n_greedy;
+        n_copy = n_full + n_samp;
     }
     if (n_copy > 0) {
         sy_tensor lr = rows(&e->logits, n_copy);
@@ -343,56 +429,24 @@ static int head_outputs(sy_engine *e, int32_t n_sel, int32_t n_full, float *out,
         if (rc)
             return rc;
     }
-    if (n_copy > n_full && out)
-        for (int32_t g = 0; g < n_greedy; g++)
-            *e->greedy_dst[g] = sy_greedy_pick(out + (size_t)(n_full + g) * (size_t)V, (int32_t)V);
+    if (out)
+        for (int32_t r = n_full; r < n_copy; r++)
+            *e->greedy_dst[r - n_full] = host_pick(e, r - n_full, n_samp, out + (size_t)r * (size_t)V);
     return SY_OK;
 }
 
-int sy__engine_forward(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float *logits_out, sy_err *err)
+/*
+ * The step's body: embed through the lm_head linear, leaving the n_sel
+ * predicting rows' logits in e->logits. Reads the host arrays forward
+ * filled (e->ids, e->pos, e->sel_rows, b's tables) and waits for nothing,
+ * so that graphs.c can record it and replay it.
+ */
+int sy__engine_forward_body(sy_engine *e, const sy_attn_batch *b, int32_t T, int32_t n_sel, sy_err *err)
 {
     const sy_model_config *c = e->mc;
     const sy_device_ops *dev = e->dev;
     void *di = e->device->inst;
-    int32_t T = 0;
-    int rc = check_step(e, seqs, n_seqs, &T, err);
-    if (rc)
-        return rc;
-
-    /* Flatten the batch: token ids, positions, per-sequence tables. The rows
-     * that predict are selected full-logits rows first, greedy rows after
-     * (head_outputs copies only a prefix of them). */
-    int32_t n_greedy = 0;
-    for (int32_t s = 0; s < n_seqs; s++)
-        if (seqs[s].want_logits && seqs[s].greedy_id)
-            e->greedy_dst[n_greedy++] = seqs[s].greedy_id;
-    int32_t n_sel = 0, n_full = 0;
-    for (int32_t s = 0; s < n_seqs; s++)
-        n_full += seqs[s].want_logits && !seqs[s].greedy_id;
-    int32_t next_full = 0, next_greedy = n_full;
-    const int32_t MB = e->max_blocks_per_seq;
-    for (int32_t s = 0, t = 0; s < n_seqs; s++) {
-        const sy_step_seq *q = &seqs[s];
-        e->tok_start[s] = t;
-        e->ctx_len[s] = q->ctx_len;
-        memcpy(e->block_table + (size_t)s * MB, q->blocks, sizeof(int32_t) * (size_t)q->n_blocks);
-        for (int32_t i = 0; i < q->n_tokens; i++, t++) {
-            e->ids[t] = q->tokens[i];
-            e->pos[t] = q->ctx_len + i;
-        }
-        if (q->want_logits)
-            e->sel_rows[q->greedy_id ? next_greedy++ : next_full++] = t - 1;
-    }
-    n_sel = n_full + n_greedy;
-    e->tok_start[n_seqs] = T;
-    const sy_attn_batch batch = {.struct_size = sizeof(sy_attn_batch),
-                                 .n_seqs = n_seqs,
-                                 .n_tokens = T,
-                                 .tok_start = e->tok_start,
-                                 .ctx_len = e->ctx_len,
-                                 .block_table = e->block_table,
-                                 .max_blocks = MB};
-
+    int rc;
     sy_tensor h = rows(&e->h, T), xn = rows(&e->xn, T), q = rows(&e->q, T), k = rows(&e->k, T),
               v = rows(&e->v, T), att = rows(&e->att_out, T), proj = rows(&e->proj, T);
     const int tp = e->com->size(e->comm->inst) > 1;
@@ -411,7 +465,7 @@ int sy__engine_forward(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, fl
         if (rc)
             return rc;
         if (e->mla) { /* DeepSeek-V3, GLM-5: latent attention over the core's own cache (forward_mla.c) */
-            if ((rc = sy__mla_attention(e, l, &batch, T, &xn, &proj, err)))
+            if ((rc = sy__mla_attention(e, l, b, T, &xn, &proj, err)))
                 return rc;
             goto attention_done;
         }
@@ -433,7 +487,7 @@ int sy__engine_forward(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, fl
         if ((rc = dev->rope(di, &q, e->pos, &e->rope, err)) || (rc = dev->rope(di, &k, e->pos, &e->rope, err)))
             return rc;
         /* att [T, Nh*D]: writes k/v into the paged cache, then attends */
-        if ((rc = e->att->forward(e->attn->inst, l, &batch, &q, &k, &v, &att, err)))
+        if ((rc = e->att->forward(e->attn->inst, l, b, &q, &k, &v, &att, err)))
             return rc;
         /* proj [T,H] = att . Wo^T, summed over ranks */
         if ((rc = dev->linear(di, &att, &w->wo, NULL, &proj, err)))
@@ -468,7 +522,7 @@ int sy__engine_forward(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, fl
             return rc;
     }
     if (n_sel == 0)
-        return dev->synchronize ? dev->synchronize(di, err) : SY_OK;
+        return SY_OK;
     /* xn = norm(h + proj); sel [S,H] = the rows that predict; logits [S,V] */
     if ((rc = dev->add_rmsnorm(di, &h, &proj, &e->final_norm, c->rms_eps, &xn, err)))
         return rc;
@@ -476,7 +530,65 @@ int sy__engine_forward(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, fl
     if ((rc = dev->embed(di, &xn, e->sel_rows, n_sel, &sel, err)) ||
         (rc = dev->linear(di, &sel, &e->lm_head, NULL, &logits, err)))
         return rc;
-    return head_outputs(e, n_sel, n_full, logits_out, err);
+    return SY_OK;
+}
+
+int sy__engine_forward(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float *logits_out, sy_err *err)
+{
+    const sy_device_ops *dev = e->dev;
+    void *di = e->device->inst;
+    int32_t T = 0;
+    int rc = check_step(e, seqs, n_seqs, &T, err);
+    if (rc)
+        return rc;
+
+    /* Flatten the batch: token ids, positions, per-sequence tables. The rows
+     * that predict are selected full-logits rows first, then sampled rows,
+     * greedy rows last (head_outputs copies only a prefix of them). */
+    int32_t n_samp = 0, n_greedy = 0;
+    for (int32_t s = 0; s < n_seqs; s++)
+        if (seqs[s].want_logits && seqs[s].greedy_id && seqs[s].sample) {
+            e->sample_rows[n_samp] = *seqs[s].sample;
+            e->sample_rows[n_samp].struct_size = sizeof(sy_sample_row);
+            e->greedy_dst[n_samp++] = seqs[s].greedy_id;
+        }
+    for (int32_t s = 0; s < n_seqs; s++)
+        if (seqs[s].want_logits && seqs[s].greedy_id && !seqs[s].sample)
+            e->greedy_dst[n_samp + n_greedy++] = seqs[s].greedy_id;
+    int32_t n_sel = 0, n_full = 0;
+    for (int32_t s = 0; s < n_seqs; s++)
+        n_full += seqs[s].want_logits && !seqs[s].greedy_id;
+    int32_t next_full = 0, next_samp = n_full, next_greedy = n_full + n_samp;
+    const int32_t MB = e->max_blocks_per_seq;
+    for (int32_t s = 0, t = 0; s < n_seqs; s++) {
+        const sy_step_seq *q = &seqs[s];
+        e->tok_start[s] = t;
+        e->ctx_len[s] = q->ctx_len;
+        memcpy(e->block_table + (size_t)s * MB, q->blocks, sizeof(int32_t) * (size_t)q->n_blocks);
+        for (int32_t i = 0; i < q->n_tokens; i++, t++) {
+            e->ids[t] = q->tokens[i];
+            e->pos[t] = q->ctx_len + i;
+        }
+        if (q->want_logits)
+            e->sel_rows[!q->greedy_id ? next_full++ : q->sample ? next_samp++ : next_greedy++] = t - 1;
+    }
+    n_sel = n_full + n_samp + n_greedy;
+    e->tok_start[n_seqs] = T;
+    const sy_attn_batch batch = {.struct_size = sizeof(sy_attn_batch),
+                                 .n_seqs = n_seqs,
+                                 .n_tokens = T,
+                                 .tok_start = e->tok_start,
+                                 .ctx_len = e->ctx_len,
+                                 .block_table = e->block_table,
+                                 .max_blocks = MB};
+
+    /* Replayed from a recording when graphs are on and the step's shape came before (graphs.c). */
+    if ((rc = sy__graphs_step(e, &batch, T, n_sel, err)))
+        return rc;
+    if (n_sel == 0)
+        return dev->synchronize ? dev->synchronize(di, err) : SY_OK;
+    return head_outputs(e, n_sel, n_full, n_samp, logits_out, err);
 }
 
 uint64_t sy_engine_device_picks(const sy_engine *e) { return e->device_picks; }
+uint64_t sy_engine_device_samples(const sy_engine *e) { return e->device_samples; }

@@ -58,9 +58,13 @@ int sy_generate(sy_engine *e, const int32_t *prompt, int32_t n_prompt, const sy_
         goto out;
     }
 
-    /* Greedy without a reader of the logits: the engine hands back only the pick. */
-    const bool greedy_only = p->sampling.temperature <= 0.0f && (!fn || p->fn_skips_logits);
+    /* Without a reader of the logits the engine hands back only the pick: the greedy one, or (one rank) the
+     * sampler's draw with the uniform drawn before the step, as sy_sampler_next would have drawn it after. */
+    const bool pick_only = (!fn || p->fn_skips_logits) &&
+                           (p->sampling.temperature <= 0.0f || sy_engine_tp_size(e) == 1);
+    const bool sampled = pick_only && p->sampling.temperature > 0.0f;
     int32_t pick = 0;
+    sy_sample_row row = {0};
     double t0 = sy_now();
     const int32_t chunk = sy_engine_max_batch_tokens(e);
     int32_t done = 0;
@@ -72,7 +76,11 @@ int sy_generate(sy_engine *e, const int32_t *prompt, int32_t n_prompt, const sy_
                          .blocks = blocks,
                          .n_blocks = sy_kv_blocks_for(kv, done + n),
                          .want_logits = done + n == n_prompt,
-                         .greedy_id = greedy_only ? &pick : NULL};
+                         .greedy_id = pick_only ? &pick : NULL};
+        if (sampled && s.want_logits) {
+            row = sy_sampler_row(&sampler);
+            s.sample = &row;
+        }
         if ((rc = sy_engine_step(e, &s, 1, logits, err)))
             goto release;
         done += n;
@@ -82,9 +90,9 @@ int sy_generate(sy_engine *e, const int32_t *prompt, int32_t n_prompt, const sy_
 
     int32_t pos = n_prompt;
     for (int32_t i = 0; i < p->max_tokens; i++) {
-        int32_t tok = greedy_only ? pick : sy_sampler_next(&sampler, logits);
+        int32_t tok = pick_only ? pick : sy_sampler_next(&sampler, logits);
         stats->generated++;
-        int stop = fn ? fn(arg, tok, greedy_only ? NULL : logits) : 0;
+        int stop = fn ? fn(arg, tok, pick_only ? NULL : logits) : 0;
         if (!p->ignore_eos && is_eos(e, tok)) {
             stats->finish = "stop";
             break;
@@ -101,7 +109,11 @@ int sy_generate(sy_engine *e, const int32_t *prompt, int32_t n_prompt, const sy_
                          .blocks = blocks,
                          .n_blocks = sy_kv_blocks_for(kv, pos + 1),
                          .want_logits = true,
-                         .greedy_id = greedy_only ? &pick : NULL};
+                         .greedy_id = pick_only ? &pick : NULL};
+        if (sampled) {
+            row = sy_sampler_row(&sampler);
+            s.sample = &row;
+        }
         if ((rc = sy_engine_step(e, &s, 1, logits, err)))
             goto release;
         pos++;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sykargmax.h" /* the scan the cpu device plugin's argmax uses too */
+#include "syksample.h" /* the draw its sample op makes too */
 
 sy_sampling sy_sampling_default(void)
 {
@@ -100,90 +101,27 @@ int32_t sy_greedy_pick(const float *x, int32_t n)
     return (int32_t)syk_first_max(x, n); /* x[0] is a number, so there is a largest one */
 }
 
-/* Sorts idx[0..n) by prob descending, ties by id ascending. */
-static void sort_desc(int32_t *idx, const float *prob, int32_t n)
+sy_sample_row sy_sampler_row(sy_sampler *s)
 {
-    /* Shell sort: no comparator context is needed (qsort has none in C11). */
-    static const int32_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
-    for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; g++) {
-        int32_t gap = gaps[g];
-        for (int32_t i = gap; i < n; i++) {
-            int32_t v = idx[i];
-            int32_t j = i;
-            while (j >= gap && (prob[idx[j - gap]] < prob[v] || (prob[idx[j - gap]] == prob[v] && idx[j - gap] > v))) {
-                idx[j] = idx[j - gap];
-                j -= gap;
-            }
-            idx[j] = v;
-        }
-    }
+    sy_sample_row r = {.struct_size = sizeof(sy_sample_row),
+                       .temperature = s->p.temperature,
+                       .top_p = s->p.top_p,
+                       .min_p = s->p.min_p,
+                       .top_k = s->p.top_k};
+    if (s->p.temperature > 0.0f)
+        r.u = rng_uniform(s->rng);
+    return r;
+}
+
+int32_t sy_sample_pick(const float *logits, int32_t vocab, const sy_sample_row *row, float *prob, int32_t *idx)
+{
+    return syk_sample_pick(logits, vocab, row, prob, idx);
 }
 
 int32_t sy_sampler_next(sy_sampler *s, const float *logits)
 {
-    const int32_t V = s->vocab;
-    if (s->p.temperature <= 0.0f)
-        return sy_greedy_pick(logits, V);
-
-    /* Softmax at temperature T over all tokens. */
-    float mx = logits[sy_greedy_pick(logits, V)];
-    double sum = 0.0;
-    const float inv_t = 1.0f / s->p.temperature;
-    for (int32_t i = 0; i < V; i++) {
-        s->prob[i] = expf((logits[i] - mx) * inv_t);
-        sum += s->prob[i];
-    }
-    const float inv_sum = (float)(1.0 / sum);
-    /* min_p: keep tokens with p >= min_p * p_max (p_max = 1/sum after scaling). */
-    const float keep_min = s->p.min_p * inv_sum;
-    int32_t n = 0;
-    for (int32_t i = 0; i < V; i++) {
-        s->prob[i] *= inv_sum;
-        if (s->prob[i] >= keep_min && s->prob[i] > 0.0f)
-            s->idx[n++] = i;
-    }
-    if (n == 0)
-        return sy_greedy_pick(logits, V);
-
-    const int need_sort = (s->p.top_k > 0 && s->p.top_k < n) || s->p.top_p < 1.0f;
-    if (need_sort) {
-        /* Only the top of the distribution matters: pre-filter to tokens above a
-         * tiny threshold so the sort stays cheap on large vocabularies. */
-        if (n > 1024) {
-            int32_t m = 0;
-            for (int32_t i = 0; i < n; i++)
-                if (s->prob[s->idx[i]] >= 1e-6f)
-                    s->idx[m++] = s->idx[i];
-            if (m > 0 && (s->p.top_k == 0 || m >= s->p.top_k))
-                n = m;
-        }
-        sort_desc(s->idx, s->prob, n);
-        if (s->p.top_k > 0 && s->p.top_k < n)
-            n = s->p.top_k;
-        if (s->p.top_p < 1.0f) {
-            double c = 0.0;
-            int32_t cut = n;
-            for (int32_t i = 0; i < n; i++) {
-                c += s->prob[s->idx[i]];
-                if (c >= s->p.top_p) {
-                    cut = i + 1;
-                    break;
-                }
-            }
-            n = cut;
-        }
-    }
-    double total = 0.0;
-    for (int32_t i = 0; i < n; i++)
-        total += s->prob[s->idx[i]];
-    double r = rng_uniform(s->rng) * total;
-    double acc = 0.0;
-    for (int32_t i = 0; i < n; i++) {
-        acc += s->prob[s->idx[i]];
-        if (r < acc)
-            return s->idx[i];
-    }
-    return s->idx[n - 1];
+    const sy_sample_row r = sy_sampler_row(s);
+    return syk_sample_pick(logits, s->vocab, &r, s->prob, s->idx);
 }
 
 float sy_logprob(const float *logits, int32_t vocab, int32_t id)

@@ -42,8 +42,21 @@ void sy_sampler_fini(sy_sampler *s);
  * nothing beats. The device argmax op (plugin.h) follows the same rule.
  */
 int32_t sy_greedy_pick(const float *x, int32_t n);
-/* Picks the next token from vocab logits (not modified). */
+/*
+ * Picks the next token from vocab logits (not modified): sy_sampler_row,
+ * then sy_sample_pick with it. At temperature > 0 each call draws exactly
+ * one uniform from the request's random state.
+ */
 int32_t sy_sampler_next(sy_sampler *s, const float *logits);
+/*
+ * The next draw's description for the device sample op (plugin.h): the
+ * parameters and, at temperature > 0, the uniform drawn now. The row then
+ * stands for that draw wherever it is made (device or host): call
+ * sy_sampler_next or this once per token, not both.
+ */
+sy_sample_row sy_sampler_row(sy_sampler *s);
+/* The draw row describes, over logits[0..vocab); prob and idx are vocab-element scratch. */
+int32_t sy_sample_pick(const float *logits, int32_t vocab, const sy_sample_row *row, float *prob, int32_t *idx);
 /*
  * Penalises tokens already generated, in place on logits (vocab floats):
  * OpenAI's frequency (times the count) and presence (once) penalties are

@@ -87,7 +87,7 @@ static int step(run *r, int n, const int *ids, const int *n_new, const char **fa
     }
     for (int i = 0; i < n; i++)
         memcpy(bt + (size_t)i * max_blocks, r->s[ids[i]].blocks, sizeof(int32_t) * (size_t)max_blocks);
-    sy_attn_batch b = {sizeof b, n, T, tok_start, ctx_len, bt, max_blocks};
+    sy_attn_batch b = {sizeof b, n, T, tok_start, ctx_len, bt, max_blocks, 0};
     for (int layer = 0; layer < p->n_layers && !rc; layer++) {
         sy_pc_fill(r->pc, q, (size_t)T * H * D, 1);
         sy_pc_fill(r->pc, k, (size_t)T * KV * D, 1);
@@ -316,7 +316,7 @@ static void speed_case(sy_pc *pc, const acase *c, int ctx, int n_seqs, int n_new
         tok_start[n_seqs] = T;
         sy_pc_fill(pc, q, (size_t)T * H * D, 1);
         sy_pc_fill(pc, kv, (size_t)T * KV * (D > DV ? D : DV), 1);
-        sy_attn_batch b = {sizeof b, n_seqs, T, tok_start, ctx_len, bt, max_blocks};
+        sy_attn_batch b = {sizeof b, n_seqs, T, tok_start, ctx_len, bt, max_blocks, 0};
         sy_tensor tq = sy_tensor_2d(q, SY_DTYPE_F32, T, H * D), tk = sy_tensor_2d(kv, SY_DTYPE_F32, T, KV * D);
         sy_tensor tv = sy_tensor_2d(kv, SY_DTYPE_F32, T, KV * DV), to = sy_tensor_2d(o, SY_DTYPE_F32, T, H * DV);
         double t0 = sy_pc_now();

@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include "engine/sampler.h"
 #include "plugincheck/check.h"
 
 #include <math.h>
@@ -495,6 +496,89 @@ static void case_argmax(sy_pc *pc, int64_t R, int64_t V, int quantised)
     free(vals);
 }
 
+static int has_sample(const sy_device_ops *o)
+{
+    return o->struct_size >= offsetof(sy_device_ops, sample) + sizeof o->sample && o->sample;
+}
+
+/*
+ * The sample op against the host sampler's draw (sy_sample_pick, the code
+ * plugin.h's rule is written as) on rows of argmax's planted cases or of
+ * values on a grid (ties decide the order), each row with its own
+ * temperature (0 included: the greedy pick), top_k, top_p, min_p and
+ * uniform. A row the device leaves to the host (-1) is allowed, and
+ * counted in the note; any other id must be the host's.
+ */
+static void case_sample(sy_pc *pc, int64_t R, int64_t V, int quantised)
+{
+    char cas[80];
+    snprintf(cas, sizeof cas, "[%lld, %lld] %s", (long long)R, (long long)V,
+             quantised ? "values on a grid (ties)" : "planted ties, NaN, +-0, +-inf");
+    if (!has_sample(pc->desc->ops)) {
+        sy_pc_row(pc, "sample", cas, SY_PC_SKIP, -1, -1, "optional op not provided");
+        return;
+    }
+    dev d;
+    if (begin(&d, pc, "sample", cas))
+        return;
+    static const float temps[] = {0.0f, 0.5f, 1.0f, 1.7f, 0.8f};
+    static const float top_ps[] = {1.0f, 0.9f, 0.5f};
+    static const float min_ps[] = {0.0f, 0.05f};
+    static const int32_t top_ks[] = {0, 3, 50, 2000};
+    float *x = malloc(sizeof(float) * (size_t)(R * V));
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)R);
+    sy_sample_row *rows = malloc(sizeof(sy_sample_row) * (size_t)R);
+    float *prob = malloc(sizeof(float) * (size_t)V);
+    int32_t *idx = malloc(sizeof(int32_t) * (size_t)V);
+    int rc = SY_ERR_NOMEM;
+    const char *step = "alloc/upload";
+    double wrong = 0;
+    int64_t to_host = 0;
+    if (x && ids && rows && prob && idx) {
+        fill_argmax_rows(pc, x, R, V, quantised);
+        for (int64_t r = 0; r < R; r++) {
+            double u = (double)r * 0.6180339887498949;
+            rows[r] = (sy_sample_row){.struct_size = sizeof(sy_sample_row),
+                                      .temperature = temps[r % 5],
+                                      .top_p = top_ps[r % 3],
+                                      .min_p = min_ps[(r / 3) % 2],
+                                      .top_k = top_ks[(r / 2) % 4] < V ? top_ks[(r / 2) % 4] : 0,
+                                      .u = u - floor(u)};
+        }
+        sy_tensor *t = act(&d, R, V, x, &rc);
+        if (t) {
+            step = "sample";
+            rc = d.ops->sample(d.inst, t, rows, ids, &d.err);
+        }
+        for (int64_t r = 0; r < R && !rc; r++) {
+            const int32_t want = sy_sample_pick(x + r * V, (int32_t)V, &rows[r], prob, idx);
+            if (ids[r] == -1) {
+                to_host++;
+            } else if (ids[r] != want) {
+                if (wrong == 0)
+                    snprintf(d.note, sizeof d.note, "row %lld (T %g top_k %d top_p %g min_p %g u %.17g): id %d, "
+                             "expected %d", (long long)r, (double)rows[r].temperature, rows[r].top_k,
+                             (double)rows[r].top_p, (double)rows[r].min_p, rows[r].u, ids[r], want);
+                wrong++;
+            }
+        }
+    }
+    if (!rc && wrong > 0) {
+        sy_pc_row(pc, "sample", cas, SY_PC_FAIL, wrong, 0, d.note);
+    } else {
+        if (!rc && to_host > 0)
+            snprintf(d.note, sizeof d.note, "%lld of %lld rows left to the host (-1)", (long long)to_host,
+                     (long long)R);
+        verdict(&d, "sample", cas, rc, step, wrong, 0);
+    }
+    end(&d);
+    free(x);
+    free(ids);
+    free(rows);
+    free(prob);
+    free(idx);
+}
+
 static void case_rope(sy_pc *pc, int neox, int rotary, float mscale)
 {
     enum { N = 6, HEADS = 3, D = 32 };
@@ -721,6 +805,10 @@ int sy_pc_check_device(sy_pc *pc)
     case_argmax(pc, 18, 37, 0);
     case_argmax(pc, 3, 1, 0);
     case_argmax(pc, 70, 1000, 1);
+    case_sample(pc, 10, 70001, 0);
+    case_sample(pc, 18, 37, 0);
+    case_sample(pc, 3, 1, 0);
+    case_sample(pc, 40, 3000, 1);
     case_rope(pc, 1, 32, 1.0f);
     case_rope(pc, 0, 16, 1.2f);
     case_elementwise(pc, 1);

@@ -28,7 +28,8 @@ struct sy_sched {
     int32_t n_batch;
     sy_step_seq *steps; /* [max_seqs] */
     float *logits;      /* [max_seqs * vocab] */
-    int32_t *picks;     /* [max_seqs] greedy picks the engine made (sy_seq_greedy_only sequences) */
+    int32_t *picks;     /* [max_seqs] picks the engine made (sy_seq_greedy_only and sy_seq_sample_only sequences) */
+    sy_sample_row *sample_rows; /* [max_seqs] the draws of sy_seq_sample_only sequences */
     uint64_t n_steps, n_preempted, n_cached_tokens;
     /* Set by a preemption, cleared when a running sequence retires: the pool
      * is full, so a request admitted before blocks come back (the victim
@@ -123,7 +124,8 @@ int sy_sched_new(sy_engine *e, sy_serve_metrics *metrics, sy_sched **out, sy_err
     s->steps = malloc(sizeof(sy_step_seq) * (size_t)s->max_seqs);
     s->logits = malloc(sizeof(float) * (size_t)s->max_seqs * (size_t)s->vocab);
     s->picks = malloc(sizeof(int32_t) * (size_t)s->max_seqs);
-    if (!s->pc || !s->snap || !s->batch || !s->steps || !s->logits || !s->picks) {
+    s->sample_rows = malloc(sizeof(sy_sample_row) * (size_t)s->max_seqs);
+    if (!s->pc || !s->snap || !s->batch || !s->steps || !s->logits || !s->picks || !s->sample_rows) {
         sy_sched_free(s);
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate scheduler buffers for %d sequences x %d logits",
                           s->max_seqs, s->vocab);
@@ -203,6 +205,7 @@ void sy_sched_free(sy_sched *s)
     free(s->steps);
     free(s->logits);
     free(s->picks);
+    free(s->sample_rows);
     free(s);
 }
 
@@ -456,8 +459,16 @@ int sy_sched_step(sy_sched *s, sy_err *err)
                                     .blocks = q->blocks,
                                     .n_blocks = sy_kv_blocks_for(s->kv, q->n_computed + q->step_tokens),
                                     .want_logits = q->n_computed + q->step_tokens == q->n_tokens};
-        if (sy_seq_greedy_only(q))
+        if (!s->steps[i].want_logits)
+            continue;
+        if (sy_seq_greedy_only(q)) {
             s->steps[i].greedy_id = &s->picks[i];
+        } else if (sy_seq_sample_only(q) && sy_engine_tp_size(s->e) == 1) {
+            /* The uniform is drawn now, once, as sy_sampler_next would: the seed's sequence stays the same. */
+            s->sample_rows[i] = sy_sampler_row(&q->sampler);
+            s->steps[i].greedy_id = &s->picks[i];
+            s->steps[i].sample = &s->sample_rows[i];
+        }
     }
     const int32_t n = s->n_batch;
     int rc = sy_engine_step(s->e, s->steps, n, s->logits, err);

@@ -92,7 +92,14 @@ int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err)
  * the caller passes the pick to sy_seq_on_pick instead of the logits.
  */
 bool sy_seq_greedy_only(const sy_seq *s);
-/* sy_seq_on_logits for a sequence whose token tok was picked for it (sy_seq_greedy_only held). */
+/*
+ * The same at temperature > 0: the next token is the sampler's plain draw
+ * from the model's logits. The caller then draws the row's uniform with
+ * sy_sampler_row(&s->sampler), lets the engine make the draw (on the device
+ * when it can) and passes the id to sy_seq_on_pick.
+ */
+bool sy_seq_sample_only(const sy_seq *s);
+/* sy_seq_on_logits for a sequence whose token tok was picked for it (sy_seq_greedy_only or sy_seq_sample_only held). */
 int sy_seq_on_pick(sy_seq *s, sy_out_ctx *o, int32_t tok, sy_err *err);
 /* Sends the final event of a request that did not finish by itself. */
 void sy_seq_emit_done(sy_seq *s, const char *finish_reason);

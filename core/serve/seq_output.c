@@ -281,6 +281,12 @@ bool sy_seq_greedy_only(const sy_seq *s)
            s->n_generated >= s->min_tokens;
 }
 
+bool sy_seq_sample_only(const sy_seq *s)
+{
+    return s->sampler.p.temperature > 0.0f && !s->pen_counts && s->top_logprobs < 0 &&
+           s->n_generated >= s->min_tokens;
+}
+
 int sy_seq_on_pick(sy_seq *s, sy_out_ctx *o, int32_t tok, sy_err *err)
 {
     if (tok < 0 || tok >= o->vocab)

@@ -192,7 +192,7 @@ static int copy_blocks(void *inst, const int32_t *src, const int32_t *dst, int32
     return SY_OK;
 }
 
-static const sy_attn_ops ops = {sizeof(sy_attn_ops), supports, prepare, forward, copy_blocks};
+static const sy_attn_ops ops = {sizeof(sy_attn_ops), supports, prepare, forward, copy_blocks, NULL};
 
 static const sy_plugin_desc desc = {
     .struct_size = sizeof(sy_plugin_desc),

@@ -506,6 +506,20 @@ typedef struct sy_rope_params {
 } sy_rope_params;
 
 /*
+ * One row of the device sample op: the request's sampling parameters and
+ * the uniform the host drew from the request's own random state, so the
+ * state advances the same wherever the row is sampled.
+ */
+typedef struct sy_sample_row {
+    uint32_t struct_size;
+    float temperature; /* <= 0: the greedy pick */
+    float top_p;       /* (0, 1]; 1: off */
+    float min_p;       /* [0, 1); 0: off */
+    int32_t top_k;     /* 0: off */
+    double u;          /* in [0, 1) */
+} sy_sample_row;
+
+/*
  * Glue ops between blocks. Activations are F32 in the device's memory.
  * Weights come from prepare_weight. Shapes: x [n, k], w [m, k], out [n, m].
  * Every op returns sy_status and writes err on failure.
@@ -571,6 +585,55 @@ typedef struct sy_device_ops {
      * logits rows of greedy requests instead of copying V floats per row.
      */
     int (*argmax)(void *inst, const sy_tensor *x, int32_t *ids_out, float *vals_out, sy_err *err);
+    /*
+     * Optional (appended after argmax; the same struct_size and non-NULL
+     * check), else the core downloads the rows and samples on the host.
+     * The host sampler's draw for each row of x [n, V] F32 (device memory)
+     * with the parameters and the uniform u of rows[i] (a host array of n;
+     * read row i at (const char *)rows + i * rows[0].struct_size, so rows
+     * written by a newer host still index right). The rule, which
+     * plugins/common/cpu/syksample.h states as code: temperature <= 0 is
+     * argmax's pick; else p = softmax(x / temperature) (expf of (x - max) *
+     * (1 / temperature), the sum in double), keep p >= min_p * p_max and
+     * p > 0; when top_k cuts or top_p < 1, past 1024 kept ones keep only
+     * p >= 1e-6 (unless that leaves none or fewer than top_k), sort by p
+     * descending, ties by id ascending, keep top_k, then the shortest prefix
+     * whose double sum reaches top_p; finally the first kept id whose running
+     * double sum of p exceeds u * (their total). ids_out (host, n) is
+     * filled when the call returns. A device that cannot finish a row (too
+     * many candidates to sort on chip) writes -1 for it: the core then
+     * downloads that row and samples it on the host with the same u.
+     */
+    int (*sample)(void *inst, const sy_tensor *x, const sy_sample_row *rows, int32_t *ids_out, sy_err *err);
+    /*
+     * Optional, appended after sample (the same struct_size and non-NULL
+     * check; all six or none): replaying a recorded decode step (CUDA
+     * graphs). The core uses them only when the device's section says
+     * `graphs = on` (a key the plugin declares).
+     *
+     * host_alloc/host_free: host memory the device reads while replaying a
+     * recording (pinned). The core keeps the step's host arrays (ids, pos,
+     * sel_rows and the attention batch's tables) there and refills them
+     * before a replay: a recorded op given one of them must copy from that
+     * very address at each replay. Without them the core uses malloc.
+     *
+     * graph_begin: from now on this thread's ops are recorded, not run (the
+     * core then calls every op of the step exactly as it would to run it).
+     * An op that cannot be recorded (one that waits for the device, grows a
+     * buffer, reads back to the host) fails with a message naming itself.
+     * graph_end: stops recording; on success *graph is a replayable step;
+     * on failure (an op failed since begin, or the device refuses the
+     * recording) it has ended the recording, freed what it made, and
+     * returns the error. graph_launch queues one replay (it does not wait);
+     * graph_free releases a graph. The host arrays given to recorded ops,
+     * device buffers and weights must stay where they are until then.
+     */
+    void *(*host_alloc)(void *inst, size_t bytes, sy_err *err);
+    void (*host_free)(void *inst, void *p);
+    int (*graph_begin)(void *inst, sy_err *err);
+    int (*graph_end)(void *inst, void **graph, sy_err *err);
+    int (*graph_launch)(void *inst, void *graph, sy_err *err);
+    void (*graph_free)(void *inst, void *graph);
 } sy_device_ops;
 
 /*
@@ -612,6 +675,19 @@ typedef struct sy_attn_batch {
     const int32_t *ctx_len;
     const int32_t *block_table;
     int32_t max_blocks;
+    /*
+     * Appended (read it only when struct_size covers it). 0: a plain step.
+     * > 0: a step of a shape the core records (the device's graph_begin)
+     * and replays: the run just before its recording (which must grow
+     * every buffer the recording needs), the recorded forward itself, and
+     * stage. Every sequence's ctx_len + its tokens stays <= ctx_bound in
+     * all of them, so launch sizes (split-K counts) must come from
+     * ctx_bound, never from this step's lengths; the forward of layer 0
+     * must copy the tables to the device itself (from memory the device
+     * reads at replay, pinned), and later forwards of the step may rely
+     * on that copy. The core waits for such a step before the next one.
+     */
+    int32_t ctx_bound;
 } sy_attn_batch;
 
 typedef struct sy_attn_ops {
@@ -629,6 +705,14 @@ typedef struct sy_attn_ops {
                    const sy_tensor *v, sy_tensor *out, sy_err *err);
     /* Copies whole blocks (copy-on-write for shared prefixes); pairs src[i] -> dst[i]. */
     int (*copy_blocks)(void *inst, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err);
+    /*
+     * Optional (appended; struct_size and non-NULL check; without it the
+     * core never records a step). Before a replay of a recorded step (see
+     * sy_attn_batch.ctx_bound), writes this step's tables where the
+     * recorded forward reads them. b has the recorded step's n_seqs,
+     * n_tokens, max_blocks and ctx_bound; its arrays hold this step's values.
+     */
+    int (*stage)(void *inst, const sy_attn_batch *b, sy_err *err);
 } sy_attn_ops;
 
 /* --------------------------------------------------------------- moe ops */

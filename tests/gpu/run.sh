@@ -13,22 +13,28 @@
 #      unpinned, rank 1 of bench-comm nccl takes GPU 1 (refused on one GPU)
 #      3c. moe cuda: switchyard plugin-check through the cuda device
 #      (forward and expert ranges against float64), then tune-moe --dry-run
-#      of its tile variants on sy-mkmodel's test-mixtral (prints the table)
+#      of its tile variants on sy-mkmodel's test-mixtral (prints the table;
+#      every tensor-core tile listed, the mma ones timed, wgmma off 9.0 refused)
 #   4. switchyard generate on the shared models with etc/examples/cuda.ini:
 #      the greedy ids must equal $SY_SHARED_DIR/models/expected_greedy.json's;
 #      4b. on sy-mkmodel's GLM-4.5, DeepSeek-V3 (MLA), GLM-5 (MLA + DSA) and
 #      FP8 presets they must equal the CPU plugins' ids
 #      4c. quantised MoE presets (FP8 / NVFP4 experts) on moe cuda, with
 #      routing = device and = host: the CPU plugins' ids
+#      4d. [device] graphs = on against off (tests/gpu/test_cuda_graphs):
+#      the same ids (and, with split_k = off, the same logits bit for bit)
+#      with steps replayed, on the shared models and sy-mkmodel's
+#      test-mixtral with routing = device; routing = host falls back, warning
 #   5. a synthetic 8B-class bf16 llama (sy-mkmodel, seeded, ~16 GB in
 #      $SY_GPU_MODEL_DIR, default /tmp/sy-gpu-model-8b), the GPU's copy
 #      bandwidth (tests/gpu/bw_probe), and decode tok/s at batch 1 and 64
-#      next to the bandwidth bound (weight bytes per step / bandwidth)
+#      next to the bandwidth bound (weight bytes per step / bandwidth), and
+#      with [device] graphs = on
 #
 # Usage: tests/gpu/run.sh [--no-build] [--skip-8b]   (from the source tree)
 # SY_GPU_CONFIG replaces etc/examples/cuda.ini in steps 4-5 (a CPU config
 # there lets the script's own logic be tried on a machine without a GPU).
-# Exit status: 0 when steps 1-4c pass (step 5 prints a table, asserts
+# Exit status: 0 when steps 1-4d pass (step 5 prints a table, asserts
 # nothing about speed); 1 otherwise. Each step's log is in $SY_GPU_BUILD/gpu-logs.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -60,7 +66,8 @@ if [ $do_build = yes ]; then
     fi
     (cd "$build" && "$src/configure" --with-cuda --enable-werror --with-shared-dir="$shared") >"$logs/configure.log" 2>&1 ||
         { tail -30 "$logs/configure.log"; echo "FAIL: configure (missing packages? tools/install-deps.sh)"; exit 1; }
-    (cd "$build" && make -j"$jobs" && make -j"$jobs" tests/gpu/test_cuda_ops tests/gpu/bench_decode tests/gpu/bw_probe) \
+    (cd "$build" && make -j"$jobs" && make -j"$jobs" tests/gpu/test_cuda_ops tests/gpu/bench_decode tests/gpu/bw_probe \
+        tests/gpu/test_cuda_graphs) \
         >"$logs/make.log" 2>&1 || { tail -40 "$logs/make.log"; echo "FAIL: build"; exit 1; }
 fi
 sy=$build/switchyard
@@ -131,11 +138,24 @@ grep -q 'expert ranges *OK' "$logs/moe-check.log" || bad "plugin-check moe cuda 
 [ "$rc" -eq 0 ] || bad "plugin-check moe cuda exited $rc (see $logs/moe-check.log)"
 if "$build/sy-mkmodel" --preset test-mixtral --seed 7 --out "$build/gpu-presets/tune-mixtral" --quiet >"$logs/mk-tune.log" 2>&1; then
     "$sy" tune-moe -c "$config" --plugin-dir "$plugins" --model "$build/gpu-presets/tune-mixtral" \
-        --tokens 1,64 --reps 3 --dry-run >"$logs/tune-moe.log" 2>&1
+        --tokens 1,64 --reps 3 --dry-run -v >"$logs/tune-moe.log" 2>&1
     rc=$?
-    cat "$logs/tune-moe.log"
+    grep -E '^#|^ +[0-9]|^  tile|self-check' "$logs/tune-moe.log"
     [ "$rc" -eq 0 ] && grep -Eq '^ +64 +[0-9.]+ ' "$logs/tune-moe.log" ||
         bad "tune-moe --dry-run on moe cuda exited $rc (see $logs/tune-moe.log)"
+    # The tensor-core tiles are candidates: each mma tile timed (so it passed its self-check at prepare);
+    # each wgmma tile timed on compute capability 9.0, elsewhere refused for that reason alone.
+    for t in mma64x8x32 mma64x32x32 mma128x64x32 wgmma128x16x32 wgmma128x64x32; do
+        if ! grep -q "^  tile $t" "$logs/tune-moe.log"; then
+            bad "tune-moe --dry-run did not list tile $t (see $logs/tune-moe.log)"
+        elif grep -q "^  tile $t refused" "$logs/tune-moe.log"; then
+            case $t in
+                wgmma*) grep -q "^  tile $t refused: .*compute capability 9.0 only" "$logs/tune-moe.log" ||
+                    bad "tune-moe refused tile $t: $(grep "^  tile $t refused" "$logs/tune-moe.log")" ;;
+                *) bad "tune-moe refused tile $t: $(grep "^  tile $t refused" "$logs/tune-moe.log")" ;;
+            esac
+        fi
+    done
 else
     bad "sy-mkmodel --preset test-mixtral: $(tail -1 "$logs/mk-tune.log")"
 fi
@@ -242,6 +262,48 @@ for p in test-mixtral-nvfp4 tiny-glm5-nvfp4 test-mixtral:nvfp4-experts test-deep
 done
 [ "$nm" -eq 0 ] || bad "$nm quantised MoE runs on moe cuda differ from the CPU plugins"
 
+step "4d. [device] graphs = on against off: same ids, steps replayed (tests/gpu/test_cuda_graphs)"
+# Six sequences crossing the 256-token bound, a batch shrinking every 8
+# steps, one full logits row (see the program). split_k = off: recorded and
+# plain steps then sum attention in the same order, so the logits must be
+# equal bit for bit; auto: split-K counts come from the bound when recorded,
+# so only the ids must agree.
+tcg=$build/tests/gpu/test_cuda_graphs
+ng=0
+graphs_case() { # NAME LOG ARGS...: one test_cuda_graphs run
+    n=$1 l=$2
+    shift 2
+    if "$tcg" -c "$config" --plugin-dir "$plugins" "$@" >"$l" 2>&1; then
+        echo "ok   $n: $(sed -n 's/^graphs off: //p' "$l")"
+    else
+        ng=$((ng + 1))
+        echo "FAIL $n"
+        tail -8 "$l" | sed 's/^/     /'
+    fi
+}
+for name in stories260k tiny-llama tiny-mixtral tiny-qwen3moe; do
+    moe=
+    case $name in *mixtral* | *moe*) moe="--set moe.plugin=cuda --set moe.routing=device" ;; esac
+    # shellcheck disable=SC2086
+    graphs_case "$name split_k = off" "$logs/graphs-$name-off.log" --set "model.path=$shared/models/$name" \
+        --set attention.split_k=off $moe --expect-replays --bitwise
+    # shellcheck disable=SC2086
+    graphs_case "$name split_k = auto" "$logs/graphs-$name-auto.log" --set "model.path=$shared/models/$name" \
+        --set attention.split_k=auto $moe --expect-replays
+done
+d=$build/gpu-presets/graphs-test-mixtral
+if "$build/sy-mkmodel" --preset test-mixtral --out "$d" --quiet >"$logs/mk-graphs.log" 2>&1; then
+    graphs_case "test-mixtral routing = device" "$logs/graphs-mixtral-device.log" --set "model.path=$d" \
+        --set moe.plugin=cuda --set moe.routing=device --expect-replays
+    graphs_case "test-mixtral routing = host (falls back)" "$logs/graphs-mixtral-host.log" --set "model.path=$d" \
+        --set moe.plugin=cuda --set moe.routing=host --expect-fallback
+    grep -q "graphs: recording the step failed: moe cuda: \[moe\] routing = host" "$logs/graphs-mixtral-host.log" ||
+        { ng=$((ng + 1)); echo "FAIL routing = host: no warning naming moe routing in $logs/graphs-mixtral-host.log"; }
+else
+    bad "sy-mkmodel --preset test-mixtral: $(tail -1 "$logs/mk-graphs.log")"
+fi
+[ "$ng" -eq 0 ] || bad "$ng graphs runs failed"
+
 step "5. decode speed of a synthetic 8B-class bf16 llama"
 if [ $do_8b = yes ]; then
     if [ ! -f "$model8b/config.json" ]; then
@@ -252,7 +314,8 @@ if [ $do_8b = yes ]; then
     fi
     bw=$("$build/tests/gpu/bw_probe" | sed -n 's/^d2d_bandwidth_gbs //p')
     echo "device copy bandwidth: ${bw:-?} GB/s (cudaMemcpy D2D, read + write)"
-    printf '| batch | tok/s | ms/step | bound tok/s (batch x bandwidth / weight bytes) | of bound |\n|---:|---:|---:|---:|---:|\n'
+    printf '| batch | tok/s | ms/step | bound tok/s (batch x bandwidth / weight bytes) | of bound | graphs on: tok/s | ms/step |\n'
+    printf '|---:|---:|---:|---:|---:|---:|---:|\n'
     for b in 1 64; do
         line=$("$build/tests/gpu/bench_decode" -c "$config" --plugin-dir "$plugins" \
             --set "model.path=$model8b" --set attention.kv_dtype=bf16 --batch $b --prompt 32 --steps 32 2>"$logs/bench-$b.log")
@@ -261,11 +324,18 @@ if [ $do_8b = yes ]; then
         ms=$(echo "$line" | sed -n 's/.*(\([0-9.]*\) ms\/step).*/\1/p')
         wb=$(echo "$line" | sed -n 's/.*weights \([0-9]*\) bytes.*/\1/p')
         if [ -z "$tps" ] || [ -z "$bw" ] || [ -z "$wb" ]; then
-            echo "| $b | failed: $(tail -1 "$logs/bench-$b.log") | | | |"
+            echo "| $b | failed: $(tail -1 "$logs/bench-$b.log") | | | | | |"
             continue
         fi
-        awk -v b="$b" -v t="$tps" -v ms="$ms" -v bw="$bw" -v wb="$wb" 'BEGIN {
-            bound = b * bw * 1e9 / wb; printf "| %d | %.1f | %.2f | %.1f | %.0f%% |\n", b, t, ms, bound, 100 * t / bound }'
+        gline=$("$build/tests/gpu/bench_decode" -c "$config" --plugin-dir "$plugins" --set "model.path=$model8b" \
+            --set attention.kv_dtype=bf16 --set device.graphs=on --batch $b --prompt 32 --steps 32 \
+            2>"$logs/bench-graphs-$b.log")
+        echo "$gline" >>"$logs/bench-graphs-$b.log"
+        gtps=$(echo "$gline" | sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p')
+        gms=$(echo "$gline" | sed -n 's/.*(\([0-9.]*\) ms\/step).*/\1/p')
+        awk -v b="$b" -v t="$tps" -v ms="$ms" -v bw="$bw" -v wb="$wb" -v gt="${gtps:-failed}" -v gms="${gms:-}" 'BEGIN {
+            bound = b * bw * 1e9 / wb
+            printf "| %d | %.1f | %.2f | %.1f | %.0f%% | %s | %s |\n", b, t, ms, bound, 100 * t / bound, gt, gms }'
     done
 else
     echo "skipped (--skip-8b)"

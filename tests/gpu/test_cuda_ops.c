@@ -13,11 +13,21 @@
  * device.linear = round (activations rounded once to the weight's type).
  * FP8 / NVFP4 weights: 1e-5 (both dequantise to the same F32 values and
  * sum F32 products), 3e-2 with linear = round (BF16 tiles for n > 8).
- * moe cuda's tile variants ([moe] tile) must give the default's bits
- * exactly, and its expert ranges (set_expert_range) must add up to the
+ * moe cuda's CUDA-core tile variants ([moe] tile) must give the default's
+ * bits exactly; its tensor-core tiles (mma*, wgmma*: bf16 split products)
+ * must pass their self-check at prepare and stay within 1e-4 of the
+ * default and of moe cpu on BF16, FP8 and NVFP4 layers; its expert ranges (set_expert_range) must add up to the
  * whole layer (1e-5: the ranges' sum is a different order). MoE on FP8 /
  * NVFP4 experts: 1e-5 against moe cpu, tiles bit for bit; moe cuda's
  * routing = device must give routing = host's outputs bit for bit.
+ * device sample: ids equal to the CPU device's (the host draw) on grid
+ * rows and temperature 0, on >= 99% of random rows (expf and sum order),
+ * -1 for a row with more candidates to sort than fit on chip.
+ * device cuda with graphs = on: a recorded embed/rmsnorm/linear chain
+ * replayed after its pinned ids changed equals the eager chain on the new
+ * ids bit for bit (and the CPU within 2e-5); download, synchronize and
+ * scratch growth refuse while recording; eager ops work after failed
+ * recordings.
  *
  * usage: test_cuda_ops [--plugin-dir DIR] [--attention NAME]   (default $SY_PLUGIN_DIR, auto)
  * exit 0 when every comparison is within its bound, 1 otherwise, 2 when a plugin cannot be loaded.
@@ -502,6 +512,12 @@ static void test_moe(side *c, side *g, int scoring)
  */
 typedef int (*tile_candidates_fn)(void *inst, const char **names, int cap);
 
+/* moe cuda's tensor-core tiles: mma.sync and wgmma (their names' prefixes, moe_tiles.c). */
+static int is_tc_tile(const char *name)
+{
+    return strncmp(name, "mma", 3) == 0 || strncmp(name, "wgmma", 5) == 0;
+}
+
 static sy_plugin_inst *open_inst(sy_loader *ld, sy_host_ctx *host, sy_config *cfg, sy_plugin_kind kind,
                                  const char *spec, const char *device, const char *section);
 
@@ -571,6 +587,8 @@ static void test_moe_tiles(sy_loader *ld, sy_host_ctx *host, side *g)
         const int n = ns[k];
         float *ref = NULL;
         for (int v = 0; v < nv; v++) {
+            if (is_tc_tile(names[v]))
+                continue; /* not bit-identical by design: test_moe_tc */
             sy_config *cfg = sy_config_new();
             char set[96];
             snprintf(set, sizeof set, "moe.tile=%s", names[v]);
@@ -703,6 +721,8 @@ static void test_moe_quant(sy_loader *ld, sy_host_ctx *host, side *c, side *g, c
         const char *names[32];
         const int nv = cands ? cands(g->moe->inst, names, 32) : 0;
         for (int v = 1; v < nv; v++) {
+            if (is_tc_tile(names[v]))
+                continue; /* test_moe_tc */
             sy_config *cfg = sy_config_new();
             char set[96];
             snprintf(set, sizeof set, "moe.tile=%s", names[v]);
@@ -852,6 +872,110 @@ static void test_moe_quant_refused(side *g)
     }
 }
 
+/*
+ * moe cuda's tensor-core tiles (tile_candidates named mma* / wgmma*) on
+ * BF16 (hidden 200, inter 72: no tile divides them), FP8 128x128 blocks
+ * and NVFP4 experts, 1 and 37 tokens: prepare with `tile = NAME` must
+ * succeed, which means the tile passed its self-check on this GPU (a
+ * failed one is an error there), and the output must be within 1e-4
+ * (SYMT_TC_BOUND) of the default fmaf tile's and of moe cpu's. A wgmma
+ * tile on a GPU other than 9.0 must be refused at prepare, saying so.
+ */
+static void test_moe_tc(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
+{
+    tile_candidates_fn cands = NULL;
+    *(void **)&cands = g->moe->plugin->desc->get_proc ? g->moe->plugin->desc->get_proc("tile_candidates") : NULL;
+    const char *names[32];
+    const int nv = cands ? cands(g->moe->inst, names, 32) : 0;
+    int n_tc = 0;
+    for (int v = 0; v < nv; v++)
+        n_tc += is_tc_tile(names[v]);
+    checks++;
+    failures += n_tc < 4;
+    printf("%-4s %-14s %d tensor-core tiles among %d candidates (expected 3 mma + 2 wgmma)\n", n_tc < 4 ? "FAIL" : "ok",
+           "moe tc tiles", n_tc, nv);
+    static const struct {
+        const char *what;
+        sy_dtype dt;
+        int32_t H, F;
+    } layers[] = {
+        {"BF16 h200 i72", SY_DTYPE_BF16, 200, 72},
+        {"F8_E4M3 128x128", SY_DTYPE_FP8_E4M3, 256, 192},
+        {"NVFP4", SY_DTYPE_FP4_E2M1, 256, 192},
+    };
+    for (size_t li = 0; li < sizeof layers / sizeof layers[0]; li++) {
+        const int32_t E = 8, K = 2, H = layers[li].H, F = layers[li].F;
+        const sy_dtype dt = layers[li].dt;
+        const int fp4 = dt == SY_DTYPE_FP4_E2M1, q = dt != SY_DTYPE_BF16;
+        sy_moe_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_experts = E, .top_k = K, .hidden = H,
+                            .inter = F, .scoring = SY_MOE_SOFTMAX, .norm_topk_prob = 1, .routed_scaling_factor = 1.0f,
+                            .weight_dtype = dt};
+        qweight qw[24];
+        void *data[24] = {NULL};
+        sy_tensor gate[8], up[8], down[8];
+        for (int e = 0; e < E; e++) {
+            for (int m = 0; m < 3; m++) {
+                const int64_t rows = m < 2 ? F : H, cols = m < 2 ? H : F;
+                sy_tensor *t = m == 0 ? &gate[e] : m == 1 ? &up[e] : &down[e];
+                if (q) {
+                    qw[3 * e + m] = make_qweight(dt, rows, cols, fp4 ? 1 : 128, fp4 ? 16 : 128,
+                                                 fp4 ? 0.002f * (float)(1 + e % 3) : 1.0f);
+                    *t = qw[3 * e + m].t;
+                } else {
+                    float *a = rand_f32((size_t)(rows * cols), 0.1f);
+                    data[3 * e + m] = as_dtype(a, (size_t)(rows * cols), dt);
+                    free(a);
+                    *t = sy_tensor_2d(data[3 * e + m], dt, rows, cols);
+                }
+            }
+        }
+        float *x = rand_f32((size_t)(37 * H), 1.0f), *logits = rand_f32((size_t)(37 * E), 3.0f);
+        static const int ns[] = {1, 37};
+        for (int k = 0; k < 2; k++) {
+            const int n = ns[k];
+            float *cpu = moe_fwd(c, c->moe, &p, gate, up, down, NULL, x, logits, n);
+            float *ref = moe_fwd(g, g->moe, &p, gate, up, down, NULL, x, logits, n);
+            for (int v = 0; v < nv; v++) {
+                if (!is_tc_tile(names[v]))
+                    continue;
+                sy_config *cfg = sy_config_new();
+                char set[96], cas[96];
+                snprintf(set, sizeof set, "moe.tile=%s", names[v]);
+                sy_err err = {{0}};
+                if (!cfg || sy_config_set(cfg, set, &err))
+                    die("set-up", &err);
+                sy_plugin_inst *mi = open_inst(ld, host, cfg, SY_KIND_MOE, "cuda", "cuda", "moe");
+                snprintf(cas, sizeof cas, "%s, %d tok, tile %s", layers[li].what, n, names[v]);
+                const int rc = mi->ops ? ((const sy_moe_ops *)mi->ops)->prepare(mi->inst, &p, &err) : -1;
+                if (rc && strncmp(names[v], "wgmma", 5) == 0 && strstr(err.msg, "compute capability 9.0 only")) {
+                    checks++;
+                    printf("ok   %-14s %-44s refused off 9.0: %s\n", "moe tc", cas, err.msg);
+                } else if (rc) {
+                    checks++;
+                    failures++;
+                    printf("FAIL %-14s %-44s prepare (self-check): %s\n", "moe tc", cas, err.msg);
+                } else {
+                    float *o = moe_fwd(g, mi, &p, gate, up, down, NULL, x, logits, n);
+                    if (o && ref)
+                        compare("moe tc vs fmaf", cas, o, ref, (size_t)(n * H), 1e-4);
+                    if (o && cpu)
+                        compare("moe tc vs cpu", cas, o, cpu, (size_t)(n * H), 1e-4);
+                    free(o);
+                }
+                sy_plugin_inst_destroy(mi);
+                sy_config_free(cfg);
+            }
+            free(cpu), free(ref);
+        }
+        free(x), free(logits);
+        for (int i = 0; i < 24; i++) {
+            if (q)
+                free(qw[i].codes), free(qw[i].scales);
+            free(data[i]);
+        }
+    }
+}
+
 static void test_moe_quant_routing(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
 {
     test_moe_quant_refused(g);
@@ -889,6 +1013,149 @@ static sy_plugin_inst *open_inst(sy_loader *ld, sy_host_ctx *host, sy_config *cf
     }
     printf("loaded %-6s %-10s %s\n", sy_kind_name(kind), pi->plugin->desc->name, pi->plugin->path);
     return pi;
+}
+
+/* ------------------------------------------------- recorded steps (graph ops) */
+
+/* One check with its message (graph ops: pass/fail lines like compare's). */
+static void expect(int ok, const char *what, const char *detail)
+{
+    checks++;
+    failures += !ok;
+    printf("%-4s graphs         %s%s%s\n", ok ? "ok" : "FAIL", what, detail && *detail ? ": " : "", detail ? detail : "");
+}
+
+/* embed(ids) -> rmsnorm -> linear on side s: the chain a recording holds. */
+static int chain(side *s, const sy_tensor *T, const sy_tensor *W, const sy_tensor *L, const int32_t *ids, int64_t n,
+                 sy_tensor *e, sy_tensor *o, sy_err *err)
+{
+    void *di = s->dev->inst;
+    int rc;
+    if ((rc = s->d->embed(di, T, ids, n, e, err)) || (rc = s->d->rmsnorm(di, e, W, 1e-5f, e, err)))
+        return rc;
+    return s->d->linear(di, e, L, NULL, o, err);
+}
+
+/*
+ * device cuda with graphs = on: a chain recorded once, then replayed after the
+ * pinned ids changed, equals the eager chain on the new ids bit for bit and
+ * the CPU's within 2e-5; while recording, download, synchronize and a buffer
+ * that would grow refuse, naming themselves; a recording broken by a copy
+ * from pageable memory makes graph_end fail, and eager ops work afterwards
+ * (no CUDA error left behind).
+ */
+static void test_graphs(sy_loader *ld, sy_host_ctx *host, side *c)
+{
+    sy_config *cfg = sy_config_new();
+    sy_err err = {{0}};
+    if (!cfg || sy_config_set(cfg, "device.graphs=on", &err))
+        die("graphs set-up", &err);
+    side g = {.name = "cuda (graphs = on)"};
+    g.dev = open_inst(ld, host, cfg, SY_KIND_DEVICE, "cuda", NULL, "device");
+    g.d = g.dev->ops;
+    const sy_device_ops *d = g.d;
+    void *di = g.dev->inst;
+    if (d->struct_size < offsetof(sy_device_ops, graph_free) + sizeof d->graph_free || !d->host_alloc ||
+        !d->graph_begin || !d->graph_end || !d->graph_launch || !d->graph_free) {
+        expect(0, "device cuda has the graph ops", "missing");
+        sy_plugin_inst_destroy(g.dev);
+        sy_config_free(cfg);
+        return;
+    }
+    const int64_t n = 8, H = 256, V = 1000, M = 300;
+    float *tbl = rand_f32((size_t)(V * H), 1.0f), *wn = rand_f32((size_t)H, 1.0f), *wl = rand_f32((size_t)(M * H), 0.1f);
+    void *tbl16 = as_dtype(tbl, (size_t)(V * H), SY_DTYPE_BF16), *wl16 = as_dtype(wl, (size_t)(M * H), SY_DTYPE_BF16);
+    int32_t *ids = d->host_alloc(di, sizeof(int32_t) * (size_t)n, &err);
+    if (!ids)
+        die("host_alloc", &err);
+    for (int64_t i = 0; i < n; i++)
+        ids[i] = (int32_t)((i * 7919 + 3) % V);
+    side *sd[2] = {c, &g};
+    sy_tensor T[2], W[2], L[2], e[2], o[2];
+    for (int k = 0; k < 2; k++) {
+        T[k] = weight(sd[k], "embed", tbl16, SY_DTYPE_BF16, 2, V, H);
+        W[k] = weight(sd[k], "norm", wn, SY_DTYPE_F32, 1, 1, H);
+        L[k] = weight(sd[k], "proj", wl16, SY_DTYPE_BF16, 2, M, H);
+        e[k] = dev_tensor(sd[k], SY_DTYPE_F32, n, H);
+        o[k] = dev_tensor(sd[k], SY_DTYPE_F32, n, M);
+    }
+    /* Eager first: every scratch buffer grows to this shape. */
+    op_ok(&g, chain(&g, &T[1], &W[1], &L[1], ids, n, &e[1], &o[1], &err), "eager chain", &err);
+    free(fetch(&g, &o[1]));
+
+    void *graph = NULL;
+    int rc = d->graph_begin(di, &err);
+    expect(rc == SY_OK, "graph_begin", rc ? err.msg : "");
+    if (!rc) {
+        rc = chain(&g, &T[1], &W[1], &L[1], ids, n, &e[1], &o[1], &err);
+        expect(rc == SY_OK, "the chain records", rc ? err.msg : "");
+        float tmp[4];
+        sy_err e2 = {{0}};
+        const int dl = d->download(di, tmp, &o[1], sizeof tmp, &e2);
+        expect(dl != SY_OK && strstr(e2.msg, "download") && strstr(e2.msg, "recorded"), "download refused while recording",
+               e2.msg);
+        const int sy = d->synchronize(di, &e2);
+        expect(sy != SY_OK && strstr(e2.msg, "synchronize"), "synchronize refused while recording", e2.msg);
+        rc = d->graph_end(di, &graph, &err);
+        expect(rc == SY_OK && graph, "graph_end", rc ? err.msg : "");
+    }
+    if (graph) {
+        for (int64_t i = 0; i < n; i++) /* new ids in the pinned array: the replay must read them */
+            ids[i] = (int32_t)((i * 104729 + 11) % V);
+        rc = d->graph_launch(di, graph, &err);
+        expect(rc == SY_OK, "graph_launch", rc ? err.msg : "");
+        float *replayed = fetch(&g, &o[1]);
+        op_ok(&g, chain(&g, &T[1], &W[1], &L[1], ids, n, &e[1], &o[1], &err), "eager chain (new ids)", &err);
+        float *eager = fetch(&g, &o[1]);
+        op_ok(c, chain(c, &T[0], &W[0], &L[0], ids, n, &e[0], &o[0], &err), "cpu chain", &err);
+        float *cpu = fetch(c, &o[0]);
+        expect(memcmp(replayed, eager, sizeof(float) * (size_t)(n * M)) == 0, "replay = eager on the new ids, bit for bit",
+               "");
+        compare("graph replay", "embed+rmsnorm+linear bf16, 8 x 256 -> 300", replayed, cpu, (size_t)(n * M), 2e-5);
+        free(replayed), free(eager), free(cpu);
+        d->graph_free(di, graph);
+    }
+    /* Growth refused while recording: a linear over more rows than the scratch holds. */
+    sy_tensor ebig = dev_tensor(&g, SY_DTYPE_F32, 64, H), obig = dev_tensor(&g, SY_DTYPE_F32, 64, M);
+    if (!d->graph_begin(di, &err)) {
+        rc = d->linear(di, &ebig, &L[1], NULL, &obig, &err);
+        expect(rc != SY_OK && strstr(err.msg, "cannot grow"), "scratch growth refused while recording", err.msg);
+        graph = NULL;
+        if (!d->graph_end(di, &graph, &err) && graph)
+            d->graph_free(di, graph);
+    }
+    /* A copy from pageable memory while recording (what the engine avoids with host_alloc): whatever CUDA makes
+     * of it (the recording refused, or a copy of the bytes of the moment), nothing may be left behind for the
+     * eager ops after it. */
+    int32_t pageable[8];
+    memcpy(pageable, ids, sizeof pageable);
+    if (!d->graph_begin(di, &err)) {
+        sy_err e3 = {{0}};
+        const int erc = d->embed(di, &T[1], pageable, n, &e[1], &e3);
+        graph = NULL;
+        rc = d->graph_end(di, &graph, &err);
+        printf("note graphs         a pageable copy while recording: embed %s, graph_end %s\n",
+               erc ? e3.msg : "ok", rc ? err.msg : "ok");
+        if (!rc && graph)
+            d->graph_free(di, graph);
+    }
+    rc = chain(&g, &T[1], &W[1], &L[1], ids, n, &e[1], &o[1], &err);
+    expect(rc == SY_OK, "eager ops after failed recordings", rc ? err.msg : "");
+    free(fetch(&g, &o[1]));
+    for (int k = 0; k < 2; k++) {
+        sy_tensor *ts[] = {&e[k], &o[k]};
+        for (size_t i = 0; i < 2; i++)
+            sd[k]->d->free(sd[k]->dev->inst, ts[i]);
+        sd[k]->d->release_weight(sd[k]->dev->inst, &T[k]);
+        sd[k]->d->release_weight(sd[k]->dev->inst, &W[k]);
+        sd[k]->d->release_weight(sd[k]->dev->inst, &L[k]);
+    }
+    d->free(di, &ebig);
+    d->free(di, &obig);
+    d->host_free(di, ids);
+    free(tbl), free(wn), free(wl), free(tbl16), free(wl16);
+    sy_plugin_inst_destroy(g.dev);
+    sy_config_free(cfg);
 }
 
 /* ---------------------------------------------------------- argmax (greedy picks) */
@@ -998,6 +1265,108 @@ static void test_argmax(side *c, side *g)
     test_argmax_case(c, g, 2, 262144, 1);
 }
 
+/* ---------------------------------------------------------- sample (sampled picks) */
+
+/*
+ * The sample op of the CUDA device against the CPU device's (whose ids are
+ * the host sampler's bit for bit, make check shows). Per row its own
+ * temperature (0 included), top_k, top_p, min_p and uniform. The GPU's expf
+ * and its tree sums differ from the host's in the last bits, which moves a
+ * draw only when u * total falls that close to a boundary: random rows must
+ * agree on at least 99% of the ids the GPU returns, grid rows (coarse,
+ * tied probabilities) and temperature-0 rows on all of them. A row with more
+ * candidates to sort than fit on chip must come back -1 (the host finishes
+ * it); -1 elsewhere is counted, not failed. kind: 0 random, 1 grid, 2 flat.
+ */
+static void test_sample_case(side *c, side *g, int64_t R, int64_t V, int kind)
+{
+    static const float temps[] = {0.0f, 0.6f, 1.0f, 1.5f, 0.8f};
+    static const float top_ps[] = {1.0f, 0.95f, 0.5f};
+    static const float min_ps[] = {0.0f, 0.05f};
+    static const int32_t top_ks[] = {0, 5, 50, 1000};
+    float *x = rand_f32((size_t)(R * V), kind == 1 ? 8.0f : 4.0f);
+    sy_sample_row *rows = malloc(sizeof(sy_sample_row) * (size_t)R);
+    for (int64_t r = 0; r < R; r++) {
+        float *row = x + r * V;
+        if (kind == 1)
+            for (int64_t j = 0; j < V; j++)
+                row[j] = floorf(row[j]);
+        rows[r] = (sy_sample_row){.struct_size = sizeof(sy_sample_row),
+                                  .temperature = temps[r % 5],
+                                  .top_p = top_ps[r % 3],
+                                  .min_p = min_ps[(r / 3) % 2],
+                                  .top_k = top_ks[(r / 2) % 4] < V ? top_ks[(r / 2) % 4] : 0,
+                                  .u = 0.5 * (1.0 + (double)frand())};
+        if (kind == 2) { /* flat: every token a candidate and top_p cuts, so they must be sorted: too many */
+            for (int64_t j = 0; j < V; j++)
+                row[j] = 0.0f;
+            rows[r].temperature = 1.0f;
+            rows[r].top_p = 0.9f;
+            rows[r].top_k = 0;
+            rows[r].min_p = 0.0f;
+        }
+    }
+    side *sd[2] = {c, g};
+    int32_t *ids[2];
+    for (int k = 0; k < 2; k++) {
+        side *s = sd[k];
+        ids[k] = malloc(sizeof(int32_t) * (size_t)R);
+        sy_err err = {{0}};
+        sy_tensor X = dev_f32(s, x, R, V);
+        if (s->d->struct_size < offsetof(sy_device_ops, sample) + sizeof s->d->sample || !s->d->sample) {
+            fprintf(stderr, "test_cuda_ops: %s has no sample op\n", s->name);
+            failures++;
+            memset(ids[k], 0xff, sizeof(int32_t) * (size_t)R);
+        } else {
+            op_ok(s, s->d->sample(s->dev->inst, &X, rows, ids[k], &err), "sample", &err);
+        }
+        s->d->free(s->dev->inst, &X);
+    }
+    int64_t same = 0, to_host = 0, differ = 0, strict_differ = 0, first = -1;
+    for (int64_t r = 0; r < R; r++) {
+        if (ids[1][r] == -1) {
+            to_host++;
+            continue;
+        }
+        if (ids[1][r] == ids[0][r]) {
+            same++;
+            continue;
+        }
+        differ++;
+        strict_differ += rows[r].temperature <= 0.0f || kind == 1;
+        first = first < 0 ? r : first;
+    }
+    const int64_t done = same + differ;
+    const int bad = kind == 2 ? to_host != R
+                              : strict_differ > 0 || (double)differ > 0.01 * (double)(done > 0 ? done : 1) || done == 0;
+    char cas[64];
+    snprintf(cas, sizeof cas, "[%lld, %lld] %s", (long long)R, (long long)V,
+             kind == 2 ? "flat, top_p: -1 expected" : kind == 1 ? "grid ties" : "random");
+    checks++;
+    failures += bad;
+    printf("%-4s %-14s %-44s %lld same, %lld differ, %lld left to the host (-1)", bad ? "FAIL" : "ok", "sample", cas,
+           (long long)same, (long long)differ, (long long)to_host);
+    if (first >= 0)
+        printf(" (row %lld: T %g top_k %d top_p %g: cpu %d cuda %d)", (long long)first,
+               (double)rows[first].temperature, rows[first].top_k, (double)rows[first].top_p, ids[0][first],
+               ids[1][first]);
+    printf("\n");
+    for (int k = 0; k < 2; k++)
+        free(ids[k]);
+    free(rows);
+    free(x);
+}
+
+static void test_sample(side *c, side *g)
+{
+    test_sample_case(c, g, 200, 152064, 0);
+    test_sample_case(c, g, 400, 1000, 0);
+    test_sample_case(c, g, 24, 37, 0);
+    test_sample_case(c, g, 3, 1, 0);
+    test_sample_case(c, g, 200, 3000, 1);
+    test_sample_case(c, g, 2, 262144, 2);
+}
+
 /* ------------------------------------------------- ops from another thread */
 
 typedef struct thread_job {
@@ -1085,6 +1454,7 @@ int main(int argc, char **argv)
     test_linear_quant(&c, &g, &gr);
     test_rope(&c, &g);
     test_argmax(&c, &g);
+    test_sample(&c, &g);
     static const attn_case cases[] = {
         {8, 2, 64, 0, SY_DTYPE_F32, 0}, {8, 2, 64, 24, SY_DTYPE_BF16, 0}, {32, 8, 128, 0, SY_DTYPE_BF16, 0},
         {16, 1, 128, 0, SY_DTYPE_F16, 0}, {4, 4, 256, 0, SY_DTYPE_F32, 0},
@@ -1098,6 +1468,8 @@ int main(int argc, char **argv)
     test_moe(&c, &g, 1);
     test_moe_tiles(ld, &host, &g);
     test_moe_quant_routing(ld, &host, &c, &g);
+    test_moe_tc(ld, &host, &c, &g);
+    test_graphs(ld, &host, &c);
 
     sy_plugin_inst *insts[] = {g.moe, g.attn, g.dev, gr.dev, c.moe, c.attn};
     for (size_t i = 0; i < sizeof insts / sizeof insts[0]; i++)

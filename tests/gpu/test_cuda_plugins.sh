@@ -41,7 +41,13 @@ fi
 
 "$SY_SRCDIR/tools/check-cuda-smem.sh" "$SY_BUILDDIR" >"$tmp/smem" 2>&1 || { echo "FAIL: shared memory check:"; cat "$tmp/smem"; fail=1; }
 tail -1 "$tmp/smem"
-for k in k_attend k_rmsnorm k_grouped_gemm k_sum; do
+for k in k_attend k_rmsnorm k_grouped_gemm k_mma_gemm k_wgmma_gemm k_sum; do
     grep -q "$k" "$tmp/smem" || { echo "FAIL: kernel $k missing from the shared memory report"; fail=1; }
 done
+# moe cuda's tensor-core tiles: mma.sync within SM120's limit as sm_120 code, wgmma as sm_90a code (its only target).
+grep -Eq '^sm_120 .* ok +_Z[0-9]+k_mma_gemm' "$tmp/smem" || { echo "FAIL: no sm_120 report of k_mma_gemm within its limit"; fail=1; }
+grep -Eq '^sm_90a .* ok +_Z[0-9]+k_wgmma_gemm' "$tmp/smem" || { echo "FAIL: no sm_90a report of k_wgmma_gemm within its limit"; fail=1; }
+if grep -Eq '^sm_(80|90|120) .*k_wgmma_gemm' "$tmp/smem"; then
+    echo "FAIL: k_wgmma_gemm compiled for a target other than sm_90a"; fail=1
+fi
 exit $fail

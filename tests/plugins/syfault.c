@@ -111,7 +111,7 @@ static int attn_copy_blocks(void *p, const int32_t *src, const int32_t *dst, int
     return inner_ops(in)->copy_blocks(in->inner_inst, src, dst, n, err);
 }
 
-static const sy_attn_ops ops = {sizeof(sy_attn_ops), attn_supports, attn_prepare, attn_forward, attn_copy_blocks};
+static const sy_attn_ops ops = {sizeof(sy_attn_ops), attn_supports, attn_prepare, attn_forward, attn_copy_blocks, NULL};
 
 static const sy_key_decl keys[] = {
     {"inner", SY_KEY_STRING, "", "path of the real attention plugin every op goes to", 1, 0, NULL},

@@ -158,7 +158,7 @@ static int copy_blocks(void *i, const int32_t *src, const int32_t *dst, int32_t 
     return sy_err_set(err, SY_ERR_INTERNAL, NAME ": copy_blocks fails on purpose");
 }
 
-static const sy_attn_ops ops = {sizeof(sy_attn_ops), supports, prepare, forward, copy_blocks};
+static const sy_attn_ops ops = {sizeof(sy_attn_ops), supports, prepare, forward, copy_blocks, NULL};
 #define DEVICE "cpu"
 #define GET_PROC NULL
 #endif

@@ -135,7 +135,7 @@ static int attn_forward(void *i, int32_t layer, const sy_attn_batch *b, const sy
     return sy_err_set(err, SY_ERR_UNSUPPORTED, "sytest");
 }
 
-static const sy_attn_ops attn_ops = {sizeof(sy_attn_ops), attn_supports, attn_prepare, attn_forward, NULL};
+static const sy_attn_ops attn_ops = {sizeof(sy_attn_ops), attn_supports, attn_prepare, attn_forward, NULL, NULL};
 #else
 static int moe_supports(void *i, const sy_moe_problem *p, sy_err *why)
 {
@@ -221,8 +221,8 @@ static const sy_plugin_desc desc = {
  * current value): size, tiny, kind, noops, opssize, noforward, noname, badkey,
  * reserved, noprobe. Unset: a valid descriptor.
  */
-static const sy_attn_ops ops_small = {8, attn_supports, attn_prepare, attn_forward, NULL};
-static const sy_attn_ops ops_noforward = {sizeof(sy_attn_ops), attn_supports, attn_prepare, NULL, NULL};
+static const sy_attn_ops ops_small = {8, attn_supports, attn_prepare, attn_forward, NULL, NULL};
+static const sy_attn_ops ops_noforward = {sizeof(sy_attn_ops), attn_supports, attn_prepare, NULL, NULL, NULL};
 static const sy_key_decl badkey[] = {
     {"level", SY_KEY_INT, "99", "a level", 0, 9, NULL},
     {NULL, SY_KEY_STRING, NULL, NULL, 0, 0, NULL},

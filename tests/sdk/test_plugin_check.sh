@@ -30,7 +30,7 @@ passes() { # file, expected OK rows at least, then extra arguments
     fi
 }
 # descriptor, keys, probe, create + the kind's cases
-passes "$SY_PLUGIN_DIR/sy-device-cpu.so" 27 # 23 + the four argmax rows
+passes "$SY_PLUGIN_DIR/sy-device-cpu.so" 31 # 23 + the four argmax rows + the four sample rows
 passes "$SY_PLUGIN_DIR/sy-attn-cpu.so" 10
 passes "$SY_PLUGIN_DIR/sy-attn-cpu-ref.so" 10
 passes "$SY_PLUGIN_DIR/sy-moe-cpu.so" 16 # 14 + the two set_expert_range rows
@@ -51,6 +51,12 @@ if [ "$(grep -Ec '^device +argmax .* OK ' "$tmp/dev.out")" -eq 4 ]; then
     ok "device argmax: 4 cases agree with the host rule"
 else
     bad "device argmax rows: $(grep argmax "$tmp/dev.out")"
+fi
+# The sampled draw on the device against the host sampler's (sy_sample_pick): the same rows, per-row parameters.
+if [ "$(grep -Ec '^device +sample .* OK ' "$tmp/dev.out")" -eq 4 ]; then
+    ok "device sample: 4 cases agree with the host draw"
+else
+    bad "device sample rows: $(grep sample "$tmp/dev.out")"
 fi
 
 fails() { # label, expected text, file, then extra arguments

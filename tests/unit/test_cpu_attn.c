@@ -144,7 +144,7 @@ static void step(scenario *sc, const int (*plan)[2], int n_plan, float *last_out
         T += plan[i][1];
     }
     tok_start[n_plan] = T;
-    sy_attn_batch batch = {sizeof batch, n_plan, T, tok_start, ctx, bt, max_blocks};
+    sy_attn_batch batch = {sizeof batch, n_plan, T, tok_start, ctx, bt, max_blocks, 0};
     float *q = xcalloc(sizeof(float) * (size_t)(T * QW)), *k = xcalloc(sizeof(float) * (size_t)(T * KW));
     float *v = xcalloc(sizeof(float) * (size_t)(T * VW));
     float *of = xcalloc(sizeof(float) * (size_t)(T * OW)), *orf = xcalloc(sizeof(float) * (size_t)(T * OW));
@@ -238,7 +238,7 @@ static void check_alone(scenario *sc)
         k[i] = (float)th_uniform(&sc->rng, -1, 1);
     for (int64_t i = 0; i < 5 * VW; i++)
         v[i] = (float)th_uniform(&sc->rng, -1, 1);
-    sy_attn_batch b = {sizeof b, 3, 5, tok_start, ctx, bt, 40};
+    sy_attn_batch b = {sizeof b, 3, 5, tok_start, ctx, bt, 40, 0};
     sy_tensor tq = sy_tensor_2d(q, SY_DTYPE_F32, 5, QW), tk = sy_tensor_2d(k, SY_DTYPE_F32, 5, KW);
     sy_tensor tv = sy_tensor_2d(v, SY_DTYPE_F32, 5, VW), to = sy_tensor_2d(out, SY_DTYPE_F32, 5, OW);
     sy_err err;
@@ -246,7 +246,7 @@ static void check_alone(scenario *sc)
     for (int i = 1; i < 3; i++) {
         const int32_t row = tok_start[i];
         int32_t ts1[2] = {0, 1}, ctx1 = ctx[i];
-        sy_attn_batch b1 = {sizeof b1, 1, 1, ts1, &ctx1, bt + i * 40, 40};
+        sy_attn_batch b1 = {sizeof b1, 1, 1, ts1, &ctx1, bt + i * 40, 40, 0};
         sy_tensor q1 = sy_tensor_2d(q + row * QW, SY_DTYPE_F32, 1, QW), k1 = sy_tensor_2d(k + row * KW, SY_DTYPE_F32, 1, KW);
         sy_tensor v1 = sy_tensor_2d(v + row * VW, SY_DTYPE_F32, 1, VW), o1 = sy_tensor_2d(one, SY_DTYPE_F32, 1, OW);
         TH_CHECK(sc->of->forward(sc->a_fast, 0, &b1, &q1, &k1, &v1, &o1, &err) == SY_OK, "%s: %s", sc->tag, err.msg);
@@ -311,7 +311,7 @@ static void check_refusals(scenario *sc)
     const int64_t VW = (int64_t)p->n_kv_heads * p->v_head_dim, OW = (int64_t)p->n_heads * p->v_head_dim;
     static float q[4096], k[1024], v[1024], o[4096];
     int32_t ts[2] = {0, 1}, ctx = 0, bt[2] = {p->n_blocks, 0};
-    sy_attn_batch b = {sizeof b, 1, 1, ts, &ctx, bt, 2};
+    sy_attn_batch b = {sizeof b, 1, 1, ts, &ctx, bt, 2, 0};
     sy_tensor tq = sy_tensor_2d(q, SY_DTYPE_F32, 1, QW), tk = sy_tensor_2d(k, SY_DTYPE_F32, 1, KW);
     sy_tensor tv = sy_tensor_2d(v, SY_DTYPE_F32, 1, VW), to = sy_tensor_2d(o, SY_DTYPE_F32, 1, OW);
     sy_err err;
@@ -448,7 +448,7 @@ static void check_supports(void)
     TH_CHECK(of->supports(a, &p, &err) == 0 && orf->supports(r, &p, &err) == 0, "scale 0 accepted");
     p = problem(4, 2, 16, 16, 16, 0, SY_DTYPE_F32);
     int32_t ts[2] = {0, 1}, ctx = 0, bt = 0;
-    sy_attn_batch b = {sizeof b, 1, 1, ts, &ctx, &bt, 1};
+    sy_attn_batch b = {sizeof b, 1, 1, ts, &ctx, &bt, 1, 0};
     float q[64], k[32], v[32], o[64];
     sy_tensor tq = sy_tensor_2d(q, SY_DTYPE_F32, 1, 64), tk = sy_tensor_2d(k, SY_DTYPE_F32, 1, 32);
     sy_tensor tv = sy_tensor_2d(v, SY_DTYPE_F32, 1, 32), to = sy_tensor_2d(o, SY_DTYPE_F32, 1, 64);

@@ -5,7 +5,7 @@
 SY_ATTN_CUDA_SRC = plugins/attn/cuda/attn_cuda.c plugins/attn/cuda/attn_kern.h plugins/attn/cuda/attn_tiles.h
 SY_ATTN_CUDA_DEPS = $(top_srcdir)/plugins/attn/cuda/attn_kern.cuh $(top_srcdir)/plugins/attn/cuda/attn_kern.h \
 	$(top_srcdir)/plugins/attn/cuda/attn_tiles.h $(SY_CUDA_HDRS)
-SY_ATTN_CUDA_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -I$(top_srcdir)/plugins/common/cuda \
+SY_ATTN_CUDA_CPPFLAGS = $(AM_CPPFLAGS) $(SY_CUDA_CPPFLAGS) -I$(top_srcdir)/plugins/common/cuda \
 	-I$(top_srcdir)/plugins/common/cpu -I$(top_srcdir)/plugins/attn/cuda
 SY_ATTN_CUDA_LIBADD = plugins/common/cpu/libsykern.la $(SY_CUDA_LIBS) -lm
 

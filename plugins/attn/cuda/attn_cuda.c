@@ -7,7 +7,10 @@
  *
  * The KV cache lives in device memory with the CPU plugins' layout:
  * [layer][KV head][block][slot][dim], F32, F16 or BF16. The step's tables
- * (host memory in the ABI) are packed and copied to the device each call.
+ * (host memory in the ABI) are packed and copied to the device once per
+ * step; bounded steps (sy_attn_batch.ctx_bound, the steps the engine
+ * records) use a fixed pinned and device pair per shape, which stage
+ * refills before a replay.
  * Argument checks are the CPU plugins' own (libsykern's attn_check.c), so
  * both reject the same inputs with the same messages.
  */
@@ -22,6 +25,13 @@
 #include "sycuda.h"
 #include "sykattn.h"
 #include "sykern.h"
+
+/* The packed tables of one bounded step shape: pinned (a recorded copy reads them at each replay) and on the
+ * device. */
+typedef struct bounded_tables {
+    int32_t n_seqs, n_tokens, max_blocks;
+    int32_t *pin, *dev;
+} bounded_tables;
 
 typedef struct attn_cuda {
     const sy_host *host;
@@ -42,6 +52,15 @@ typedef struct attn_cuda {
     float *part;       /* split-K partials (syat_params.part) */
     size_t part_cap;   /* floats in part */
     int split_k;       /* [attention] split_k = auto */
+    /* Bounded steps' tables (sy_attn_batch.ctx_bound: steps the engine records), one fixed pair of buffers per
+     * shape, so that the recording of a shape and stage for it always meet in the same memory. */
+    bounded_tables *bt;
+    size_t n_bt;
+    /* Once a bounded step came, split-K scratch a later step outgrows is kept until release: recordings still
+     * point into it. */
+    int bounded;
+    void **kept;
+    size_t n_kept;
 } attn_cuda;
 
 static const sy_key_decl keys[] = {
@@ -114,6 +133,19 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
 static void release(attn_cuda *a)
 {
     cudaSetDevice(a->gpu); /* the memory is on the instance's GPU, whichever thread releases it */
+    for (size_t i = 0; i < a->n_kept; i++)
+        cudaFree(a->kept[i]);
+    free(a->kept);
+    a->kept = NULL;
+    a->n_kept = 0;
+    for (size_t i = 0; i < a->n_bt; i++) {
+        cudaFreeHost(a->bt[i].pin);
+        cudaFree(a->bt[i].dev);
+    }
+    free(a->bt);
+    a->bt = NULL;
+    a->n_bt = 0;
+    a->bounded = 0;
     if (a->kc)
         cudaFree(a->kc);
     if (a->vc)
@@ -209,6 +241,63 @@ static int prepare(void *inst, const sy_attn_problem *p, sy_err *err)
     return SY_OK;
 }
 
+/* Frees outgrown split-K scratch, or keeps it until release once recordings may point into it. */
+static int drop_part(attn_cuda *a, sy_err *err)
+{
+    if (!a->part)
+        return SY_OK;
+    if (a->bounded) {
+        void **grown = realloc(a->kept, (a->n_kept + 1) * sizeof *a->kept);
+        if (!grown)
+            return sy_err_set(err, SY_ERR_NOMEM, "attn %s: no memory to keep outgrown split-K partials",
+                              SY_ATTN_NAME);
+        a->kept = grown;
+        a->kept[a->n_kept++] = a->part;
+    } else {
+        cudaFree(a->part); /* synchronous: no queued kernel still reads it */
+    }
+    a->part = NULL;
+    a->part_cap = 0;
+    return SY_OK;
+}
+
+/*
+ * The tables of bounded steps of b's shape: made by the first such step (the
+ * run before a recording), never moved afterwards. NULL with err set when
+ * they cannot be made, or while recording when that run has not come.
+ */
+static bounded_tables *bounded_for(attn_cuda *a, const sy_attn_batch *b, size_t n, sy_err *err)
+{
+    for (size_t i = 0; i < a->n_bt; i++)
+        if (a->bt[i].n_seqs == b->n_seqs && a->bt[i].n_tokens == b->n_tokens && a->bt[i].max_blocks == b->max_blocks)
+            return &a->bt[i];
+    if (syc_capturing()) {
+        sy_err_set(err, SY_ERR_UNSUPPORTED, "attn %s: no tables yet for %d sequences of %d tokens: a recorded step "
+                   "(CUDA graph) cannot allocate them; the step's run before its recording makes them",
+                   SY_ATTN_NAME, b->n_seqs, b->n_tokens);
+        return NULL;
+    }
+    bounded_tables *grown = realloc(a->bt, (a->n_bt + 1) * sizeof *a->bt);
+    if (!grown) {
+        sy_err_set(err, SY_ERR_NOMEM, "attn %s: bounded step tables", SY_ATTN_NAME);
+        return NULL;
+    }
+    a->bt = grown;
+    bounded_tables t = {.n_seqs = b->n_seqs, .n_tokens = b->n_tokens, .max_blocks = b->max_blocks};
+    cudaError_t e = cudaHostAlloc((void **)&t.pin, n * sizeof(int32_t), cudaHostAllocDefault);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&t.dev, n * sizeof(int32_t));
+    if (e != cudaSuccess) {
+        if (t.pin)
+            cudaFreeHost(t.pin);
+        sy_err_set(err, SY_ERR_NOMEM, "attn %s: bounded step tables of %zu entries: %s", SY_ATTN_NAME, n,
+                   cudaGetErrorString(e));
+        return NULL;
+    }
+    a->bt[a->n_bt] = t;
+    return &a->bt[a->n_bt++];
+}
+
 static int meta_reserve(attn_cuda *a, size_t n, sy_err *err)
 {
     if (n <= a->meta_cap)
@@ -225,6 +314,7 @@ static int meta_reserve(attn_cuda *a, size_t n, sy_err *err)
     a->meta_sent_n = 0;
     if (!h || !hs)
         return sy_err_set(err, SY_ERR_NOMEM, "attn %s: step tables of %zu entries", SY_ATTN_NAME, cap);
+
     if (a->meta_dev)
         cudaFree(a->meta_dev); /* synchronous: no queued kernel still reads it */
     a->meta_dev = NULL;
@@ -232,6 +322,30 @@ static int meta_reserve(attn_cuda *a, size_t n, sy_err *err)
     SYC_TRY(err, cudaMalloc((void **)&a->meta_dev, cap * sizeof(int32_t)), "attn: step tables");
     a->meta_cap = cap;
     return SY_OK;
+}
+
+/* Entries of the packed tables: seq_of[T] | tok_start[S+1] | ctx_len[S] | block_table[S * max_blocks]. */
+static size_t meta_entries(const sy_attn_batch *b)
+{
+    const size_t T = (size_t)b->n_tokens, S = (size_t)b->n_seqs, MB = (size_t)b->max_blocks;
+    return T + (S + 1) + S + S * MB;
+}
+
+static void pack_meta(const sy_attn_batch *b, int32_t *m)
+{
+    const size_t T = (size_t)b->n_tokens, S = (size_t)b->n_seqs, MB = (size_t)b->max_blocks;
+    for (int32_t s = 0; s < b->n_seqs; s++)
+        for (int32_t t = b->tok_start[s]; t < b->tok_start[s + 1]; t++)
+            m[t] = s;
+    memcpy(m + T, b->tok_start, (S + 1) * sizeof(int32_t));
+    memcpy(m + T + S + 1, b->ctx_len, S * sizeof(int32_t));
+    memcpy(m + T + 2 * S + 1, b->block_table, S * MB * sizeof(int32_t));
+}
+
+/* sy_attn_batch.ctx_bound, 0 from a caller built before it. */
+static int32_t batch_bound(const sy_attn_batch *b)
+{
+    return b->struct_size >= offsetof(sy_attn_batch, ctx_bound) + sizeof b->ctx_bound ? b->ctx_bound : 0;
 }
 
 static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_tensor *q, const sy_tensor *k,
@@ -248,30 +362,43 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
         return SY_OK;
     if ((rc = syc_enter(a->gpu, err, "attn forward")))
         return rc;
-    const size_t T = (size_t)b->n_tokens, S = (size_t)b->n_seqs, MB = (size_t)b->max_blocks;
-    const size_t n = T + (S + 1) + S + S * MB;
-    if ((rc = meta_reserve(a, n, err)))
-        return rc;
-    int32_t *m = a->meta_host;
-    for (int32_t s = 0; s < b->n_seqs; s++)
-        for (int32_t t = b->tok_start[s]; t < b->tok_start[s + 1]; t++)
-            m[t] = s;
-    memcpy(m + T, b->tok_start, (S + 1) * sizeof(int32_t));
-    memcpy(m + T + S + 1, b->ctx_len, S * sizeof(int32_t));
-    memcpy(m + T + 2 * S + 1, b->block_table, S * MB * sizeof(int32_t));
-    /* Every layer of a step brings the same tables: upload them once. From pageable memory the copy returns
-     * once the host buffer has been staged, so it may be refilled next call. */
-    if (n != a->meta_sent_n || memcmp(m, a->meta_sent, n * sizeof(int32_t)) != 0) {
-        a->meta_sent_n = 0;
-        SYC_TRY(err, cudaMemcpyAsync(a->meta_dev, m, n * sizeof(int32_t), cudaMemcpyHostToDevice, 0),
-                "attn: step tables upload");
-        memcpy(a->meta_sent, m, n * sizeof(int32_t));
-        a->meta_sent_n = n;
+    const size_t n = meta_entries(b);
+    const int32_t bound = batch_bound(b);
+    const int32_t *meta_dev = NULL;
+    if (bound > 0) {
+        /* A recorded step, or the run before it: layer 0 copies the shape's pinned tables, so that a recording
+         * holds the copy and a replay reads what stage wrote there. The engine waits for each step before the
+         * next one refills them. */
+        bounded_tables *t = bounded_for(a, b, n, err);
+        if (!t)
+            return SY_ERR_UNSUPPORTED;
+        a->bounded = 1;
+        if (layer == 0) {
+            pack_meta(b, t->pin);
+            SYC_TRY(err, cudaMemcpyAsync(t->dev, t->pin, n * sizeof(int32_t), cudaMemcpyHostToDevice, 0),
+                    "attn: step tables upload");
+        }
+        meta_dev = t->dev;
+    } else {
+        if ((rc = meta_reserve(a, n, err)))
+            return rc;
+        int32_t *m = a->meta_host;
+        pack_meta(b, m);
+        /* Every layer of a step brings the same tables: upload them once. From pageable memory the copy
+         * returns once the host buffer has been staged, so it may be refilled next call. */
+        if (n != a->meta_sent_n || memcmp(m, a->meta_sent, n * sizeof(int32_t)) != 0) {
+            a->meta_sent_n = 0;
+            SYC_TRY(err, cudaMemcpyAsync(a->meta_dev, m, n * sizeof(int32_t), cudaMemcpyHostToDevice, 0),
+                    "attn: step tables upload");
+            memcpy(a->meta_sent, m, n * sizeof(int32_t));
+            a->meta_sent_n = n;
+        }
+        meta_dev = a->meta_dev;
     }
     /* Flash-decoding when the batch alone leaves most multiprocessors idle: enough splits for about two blocks
      * per SM, each at least two KV tiles long (shorter ones cost more to merge than they save). */
-    int64_t max_len = 0;
-    for (int32_t s = 0; s < b->n_seqs; s++) {
+    int64_t max_len = bound; /* a recording's launches must serve every replay up to the bound */
+    for (int32_t s = 0; s < b->n_seqs && bound <= 0; s++) {
         const int64_t len = (int64_t)b->ctx_len[s] + (b->tok_start[s + 1] - b->tok_start[s]);
         max_len = len > max_len ? len : max_len;
     }
@@ -289,9 +416,11 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
         const size_t need = (size_t)blocks * (size_t)(a->p.n_heads / a->p.n_kv_heads) * (size_t)n_splits *
                             (size_t)(a->p.v_head_dim + 2);
         if (need > a->part_cap) {
-            if (a->part)
-                cudaFree(a->part); /* synchronous: no queued kernel still reads it */
-            a->part = NULL;
+            if (syc_capturing())
+                return sy_err_set(err, SY_ERR_UNSUPPORTED, "attn %s: split-K partials of %zu floats, room for %zu: a "
+                                  "recorded step (CUDA graph) cannot grow them", SY_ATTN_NAME, need, a->part_cap);
+            if ((rc = drop_part(a, err)))
+                return rc;
             a->part_cap = 0;
             SYC_TRY(err, cudaMalloc((void **)&a->part, need * sizeof(float)), "attn: split-K partials");
             a->part_cap = need;
@@ -301,7 +430,7 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
         .q = io.q, .k = io.k, .v = io.v, .out = io.out,
         .ldq = io.ldq, .ldk = io.ldk, .ldv = io.ldv, .ldo = io.ldo,
         .kc = a->kc, .vc = a->vc, .kvt = (int)a->kvt,
-        .meta = a->meta_dev,
+        .meta = meta_dev,
         .n_tokens = b->n_tokens, .n_seqs = b->n_seqs, .max_blocks = b->max_blocks,
         .n_kv_heads = a->p.n_kv_heads, .group = a->p.n_heads / a->p.n_kv_heads,
         .head_dim = a->p.head_dim, .v_head_dim = a->p.v_head_dim, .block_size = a->p.block_size,
@@ -313,6 +442,37 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
         return sy_err_set(err, SY_ERR_UNSUPPORTED, "attn %s: cannot opt in to the shared memory the kernel needs",
                           SY_ATTN_NAME);
     return syc_launched(err, "attn forward");
+}
+
+/*
+ * Before a replay: this step's tables into meta_host, where the recorded
+ * copy of layer 0 reads them. The recording was made for this shape, so the
+ * tables fit the buffers it holds; they never move here.
+ */
+static int stage(void *inst, const sy_attn_batch *b, sy_err *err)
+{
+    attn_cuda *a = inst;
+    if (!a->prepared)
+        return sy_err_set(err, SY_ERR_INVALID, "attn %s: stage before prepare", SY_ATTN_NAME);
+    const int32_t bound = batch_bound(b);
+    if (bound <= 0 || b->n_seqs <= 0 || b->n_tokens <= 0 || b->max_blocks <= 0)
+        return sy_err_set(err, SY_ERR_INVALID, "attn %s: stage of %d sequences, %d tokens, %d blocks each, ctx_bound "
+                          "%d: expected all > 0", SY_ATTN_NAME, b->n_seqs, b->n_tokens, b->max_blocks, bound);
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        const int64_t end = (int64_t)b->ctx_len[s] + (b->tok_start[s + 1] - b->tok_start[s]);
+        if (end > bound)
+            return sy_err_set(err, SY_ERR_INVALID, "attn %s: stage: sequence %d ends at %lld, past ctx_bound %d",
+                              SY_ATTN_NAME, s, (long long)end, bound);
+    }
+    bounded_tables *t = NULL;
+    for (size_t i = 0; i < a->n_bt && !t; i++)
+        if (a->bt[i].n_seqs == b->n_seqs && a->bt[i].n_tokens == b->n_tokens && a->bt[i].max_blocks == b->max_blocks)
+            t = &a->bt[i];
+    if (!t)
+        return sy_err_set(err, SY_ERR_INVALID, "attn %s: stage of %d sequences of %d tokens: no bounded forward of "
+                          "that shape came before", SY_ATTN_NAME, b->n_seqs, b->n_tokens);
+    pack_meta(b, t->pin);
+    return SY_OK;
 }
 
 static int copy_blocks(void *inst, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err)
@@ -342,6 +502,7 @@ static const sy_attn_ops ops = {
     .prepare = prepare,
     .forward = forward,
     .copy_blocks = copy_blocks,
+    .stage = stage,
 };
 
 static const sy_plugin_desc desc = {

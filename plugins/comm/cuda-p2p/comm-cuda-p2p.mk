@@ -3,7 +3,7 @@
 plugin_LTLIBRARIES += plugins/comm/cuda-p2p/sy-comm-cuda-p2p.la
 plugins_comm_cuda_p2p_sy_comm_cuda_p2p_la_SOURCES = plugins/comm/cuda-p2p/comm_p2p.c \
 	plugins/comm/cuda-p2p/p2p_kern.h plugins/comm/shm/shm_seg.c plugins/comm/shm/shm_seg.h
-plugins_comm_cuda_p2p_sy_comm_cuda_p2p_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) \
+plugins_comm_cuda_p2p_sy_comm_cuda_p2p_la_CPPFLAGS = $(AM_CPPFLAGS) $(SY_CUDA_CPPFLAGS) \
 	-I$(top_srcdir)/plugins/common/cuda -I$(top_srcdir)/plugins/comm/shm -I$(top_srcdir)/plugins/common/comm
 plugins_comm_cuda_p2p_sy_comm_cuda_p2p_la_CFLAGS = $(SY_PLUGIN_CFLAGS)
 plugins_comm_cuda_p2p_sy_comm_cuda_p2p_la_LDFLAGS = -module $(SY_PLUGIN_LDFLAGS)

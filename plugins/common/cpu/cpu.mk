@@ -5,6 +5,7 @@ noinst_LTLIBRARIES += plugins/common/cpu/libsykern.la
 plugins_common_cpu_libsykern_la_SOURCES = \
 	plugins/common/cpu/sykern.h \
 	plugins/common/cpu/sykargmax.h \
+	plugins/common/cpu/syksample.h \
 	plugins/common/cpu/sykconv.h \
 	plugins/common/cpu/sykpool.h \
 	plugins/common/cpu/sykattn.h \

@@ -12,8 +12,14 @@ SY_GENCODE_SM80 = -gencode arch=compute_80,code=sm_80
 SY_GENCODE_SM90 = -gencode arch=compute_90,code=sm_90
 SY_GENCODE_SM120 = -gencode arch=compute_120,code=[sm_120,compute_120]
 SY_GENCODE_ALL = $(SY_GENCODE_SM80) $(SY_GENCODE_SM90) $(SY_GENCODE_SM120)
-SY_NVCC_FLAGS = -std=c++17 -O3 -Xcompiler -fPIC,-fvisibility=hidden -I$(top_builddir) -I$(top_srcdir)/include \
-	-I$(top_srcdir)/plugins/common/cuda
+# Every CUDA plugin queues its work on the calling thread's per-thread
+# default stream (kernels: --default-stream per-thread; the C glue's runtime
+# calls: SY_CUDA_CPPFLAGS), so a step's work from every plugin is one
+# stream that [device] graphs can record (docs/gpu.md). A plugin's .c files
+# take SY_CUDA_CPPFLAGS instead of CUDA_CFLAGS.
+SY_NVCC_FLAGS = -std=c++17 -O3 --default-stream per-thread -Xcompiler -fPIC,-fvisibility=hidden -I$(top_builddir) \
+	-I$(top_srcdir)/include -I$(top_srcdir)/plugins/common/cuda
+SY_CUDA_CPPFLAGS = $(CUDA_CFLAGS) -DCUDA_API_PER_THREAD_DEFAULT_STREAM=1
 # Used as: `arch='GENCODES'; defs='-DX=Y'; $(SY_NVCC_LO)` with $< the .cu and $@ the .lo.
 SY_NVCC_LO = $(MKDIR_P) $(@D)/.libs && \
 	o=$(@D)/.libs/`basename $@ .lo`.o; res=$(@D)/`basename $@ .lo`.res; \

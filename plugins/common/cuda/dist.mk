@@ -5,5 +5,5 @@ EXTRA_DIST += plugins/common/cuda/sycuda.h plugins/common/cuda/sycuda_conv.cuh \
 	plugins/device/cuda/device_kern.cu plugins/device/cuda/quant_kern.cu \
 	plugins/attn/cuda/attn_kern.cuh plugins/attn/cuda/attn_sm80.cu plugins/attn/cuda/attn_sm90.cu \
 	plugins/attn/cuda/attn_sm120.cu \
-	plugins/moe/cuda/moe_kern.cu \
+	plugins/moe/cuda/moe_kern.cu plugins/moe/cuda/moe_wgmma.cu plugins/moe/cuda/moe_tc.cuh \
 	plugins/comm/cuda-p2p/p2p_kern.cu

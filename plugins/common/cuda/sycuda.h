@@ -1,9 +1,15 @@
 /*
  * Helpers shared by the CUDA plugins' C glue (header only: each plugin is
  * one shared object and links no other plugin). The plugins compute on the
- * legacy default stream: work the device, attention, MoE and comm plugins
- * queue from the engine thread is then ordered without any of them knowing
- * the others' streams, which the plugin ABI cannot hand over.
+ * calling thread's per-thread default stream (built with
+ * CUDA_API_PER_THREAD_DEFAULT_STREAM and nvcc --default-stream per-thread,
+ * plugins/common/cuda/cuda.mk): work the device, attention, MoE and comm
+ * plugins queue from the engine thread is then ordered without any of them
+ * knowing the others' streams, which the plugin ABI cannot hand over, and
+ * it is one stream that device cuda's graph ops can record. Per-thread
+ * streams of different threads are not ordered with each other: work
+ * queued while loading is waited for before steps run (the engine
+ * synchronizes the device at the end of its open).
  */
 #ifndef SY_CUDA_H
 #define SY_CUDA_H
@@ -146,6 +152,22 @@ static inline int syc_probe_target(const sy_host *host)
     if (gpu > 0 && cudaGetDeviceCount(&n) == cudaSuccess && gpu >= n)
         return syc_current_gpu();
     return gpu;
+}
+
+/*
+ * Whether this thread's stream is being recorded (device cuda's graph_begin
+ * captures the per-thread default stream). Work a recording cannot hold
+ * (allocating, freeing, waiting for the device, copying to the host) must
+ * then refuse with a message naming itself, so the engine falls back.
+ */
+static inline int syc_capturing(void)
+{
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(cudaStreamPerThread, &st) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return st != cudaStreamCaptureStatusNone;
 }
 
 /*

@@ -48,6 +48,8 @@ static void destroy(void *inst)
         return;
     syk_pool_destroy(d->pool);
     syk_free(d->host, d->xb);
+    syk_free(d->host, d->sample_prob);
+    syk_free(d->host, d->sample_idx);
     free(d);
 }
 
@@ -271,6 +273,7 @@ static const sy_device_ops ops = {
     .synchronize = dev_synchronize,
     .linear_multi = sy__cpu_linear_multi,
     .argmax = sy__cpu_argmax,
+    .sample = sy__cpu_sample,
 };
 
 static const sy_plugin_desc desc = {

@@ -22,6 +22,10 @@ typedef struct sy_cpu_dev {
     const syk_bf16dot *bdot;
     uint16_t *xb;     /* x rounded to BF16 for the BF16 path; grows to the largest batch x k seen */
     size_t xb_cap;    /* elements */
+    /* The sample op's per-worker softmax and candidate scratch (device_sample.c). */
+    float *sample_prob;
+    int32_t *sample_idx;
+    size_t sample_cap; /* elements of each */
 } sy_cpu_dev;
 
 int sy__cpu_embed(void *inst, const sy_tensor *table, const int32_t *ids, int64_t n, sy_tensor *out, sy_err *err);
@@ -36,5 +40,6 @@ int sy__cpu_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_par
 int sy__cpu_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up, sy_tensor *out, sy_err *err);
 int sy__cpu_add(void *inst, sy_tensor *acc, const sy_tensor *x, sy_err *err);
 int sy__cpu_argmax(void *inst, const sy_tensor *x, int32_t *ids_out, float *vals_out, sy_err *err);
+int sy__cpu_sample(void *inst, const sy_tensor *x, const sy_sample_row *rows, int32_t *ids_out, sy_err *err);
 
 #endif

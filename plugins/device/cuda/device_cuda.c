@@ -5,8 +5,10 @@
  * weights are uploaded once in their own dtype (F32, F16, BF16; FP8 E4M3
  * and NVFP4 with their scales, see device_cuda_quant.c) with plain
  * cudaMalloc. GEMMs go through cuBLAS, the glue ops through the kernels of
- * device_kern.cu. Everything is queued on the legacy default stream (see
- * sycuda.h); download and synchronize wait for it.
+ * device_kern.cu. Everything is queued on the calling thread's default
+ * stream (per-thread, see sycuda.h); download and synchronize wait for it.
+ * With graphs = on, decode steps are recorded and replayed
+ * (device_cuda_graph.c).
  *
  * probe never creates a CUDA context: it calls cudaGetDeviceCount and
  * reads attributes, so `switchyard plugins` and `auto` work on machines
@@ -31,6 +33,9 @@ static const sy_key_decl keys[] = {
      "(close to the CPU's F32 result); round = rounded once to the weight's type (half the GEMM work, ~3 digits). "
      "FP8/NVFP4 weights beyond 8 rows: split = F32 tiles and GEMM, round = BF16 tiles and activations",
      1, 0, "split|round"},
+    {"graphs", SY_KEY_ENUM, "off",
+     "record each decode step shape once as a CUDA graph and replay it (on), or launch every op (off); off until a "
+     "GPU run has checked and timed it (docs/gpu.md)", 1, 0, "off|on"},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -51,14 +56,29 @@ int sy__cuda_enter(sy_cuda_dev *d, sy_err *err)
 
 int sy__cuda_buf(sy_cuda_dev *d, syc_buf *b, size_t bytes, const char *what, sy_err *err)
 {
-    (void)d;
     if (bytes <= b->cap)
         return SY_OK;
+    /* A recorded cudaFreeAsync would free the buffer again at every replay: the step's first run, op by op,
+     * grows every buffer to its shape before a recording. */
+    if (syc_capturing())
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "device cuda: %s needs %zu bytes, %zu held: a recorded step "
+                          "(CUDA graph) cannot grow a buffer", what, bytes, b->cap);
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < bytes)
         cap *= 2;
-    if (b->p)
+    if (b->p && d->graphs) { /* recordings may still read it: freed at destroy */
+        if (d->n_retired == d->cap_retired) {
+            const size_t slots = d->cap_retired ? 2 * d->cap_retired : 16;
+            void **r = realloc(d->retired, slots * sizeof *r);
+            if (!r)
+                return sy_err_set(err, SY_ERR_NOMEM, "device cuda: %s: no memory to keep an outgrown buffer", what);
+            d->retired = r;
+            d->cap_retired = slots;
+        }
+        d->retired[d->n_retired++] = b->p;
+    } else if (b->p) {
         SYC_TRY(err, cudaFreeAsync(b->p, 0), what);
+    }
     b->p = NULL;
     b->cap = 0;
     SYC_TRY(err, cudaMallocAsync(&b->p, cap, 0), what);
@@ -76,9 +96,15 @@ static void destroy(void *inst)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]->p)
             cudaFreeAsync(bufs[i]->p, 0);
+    for (size_t i = 0; i < d->n_retired; i++)
+        cudaFreeAsync(d->retired[i], 0);
+    free(d->retired);
     cudaDeviceSynchronize();
     if (d->blas)
         cublasDestroy(d->blas);
+    if (d->blas_ws)
+        cudaFree(d->blas_ws);
+    free(d->freq_host);
     free(d);
 }
 
@@ -109,6 +135,8 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     d->host = host;
     d->gpu = (int)gpu;
     d->split = !lin || strcmp(lin, "split") == 0;
+    const char *graphs = sy_kv_get(cfg, n_cfg, "graphs");
+    d->graphs = graphs && strcmp(graphs, "on") == 0;
     int rc = sy__cuda_enter(d, err);
     cudaMemPool_t pool;
     if (!rc && cudaDeviceGetDefaultMemPool(&pool, d->gpu) == cudaSuccess) {
@@ -119,16 +147,29 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     if (!rc && bs != CUBLAS_STATUS_SUCCESS)
         rc = sy_err_set(err, SY_ERR_UNAVAILABLE, "device cuda: cublasCreate on GPU %d: %s", d->gpu,
                         cublasGetStatusString(bs));
-    if (!rc && (bs = cublasSetStream(d->blas, 0)) != CUBLAS_STATUS_SUCCESS)
+    /* The calling thread's per-thread stream, resolved at each call, like every CUDA plugin's work (sycuda.h). */
+    if (!rc && (bs = cublasSetStream(d->blas, cudaStreamPerThread)) != CUBLAS_STATUS_SUCCESS)
         rc = sy_err_set(err, SY_ERR_INTERNAL, "device cuda: cublasSetStream: %s", cublasGetStatusString(bs));
+    /* A recorded GEMM must not allocate, so cuBLAS works in a buffer of ours: of its default size (32 MiB on
+     * Hopper, 4 MiB elsewhere), with graphs on or off, so both pick the same GEMM algorithms. */
+    const size_t ws = (size_t)(ma == 9 ? 32 : 4) << 20;
+    if (!rc) {
+        cudaError_t ce = cudaMalloc(&d->blas_ws, ws);
+        if (ce != cudaSuccess)
+            rc = sy_err_set(err, SY_ERR_NOMEM, "device cuda: cuBLAS workspace of %zu bytes: %s", ws,
+                            cudaGetErrorString(ce));
+        else if ((bs = cublasSetWorkspace(d->blas, d->blas_ws, ws)) != CUBLAS_STATUS_SUCCESS)
+            rc = sy_err_set(err, SY_ERR_INTERNAL, "device cuda: cublasSetWorkspace: %s", cublasGetStatusString(bs));
+    }
     if (rc) {
         destroy(d);
         return rc;
     }
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, d->gpu) == cudaSuccess)
-        sy_logf(host, SY_LOG_INFO, SY_CUDA_DEV_NAME, "GPU %d: %s, compute capability %d.%d, %.1f GiB, linear %s",
-                d->gpu, prop.name, ma, mi, (double)prop.totalGlobalMem / 1073741824.0, d->split ? "split" : "round");
+        sy_logf(host, SY_LOG_INFO, SY_CUDA_DEV_NAME, "GPU %d: %s, compute capability %d.%d, %.1f GiB, linear %s%s",
+                d->gpu, prop.name, ma, mi, (double)prop.totalGlobalMem / 1073741824.0, d->split ? "split" : "round",
+                d->graphs ? ", graphs on" : "");
     *inst = d;
     return SY_OK;
 }
@@ -203,6 +244,8 @@ static int dev_upload(void *inst, sy_tensor *dst, const void *src, size_t bytes,
         return rc;
     if (bytes > cap)
         return sy_err_set(err, SY_ERR_INVALID, "upload: %zu bytes into a tensor of %zu bytes", bytes, cap);
+    if ((rc = sy__cuda_no_capture("upload", err)))
+        return rc;
     if (bytes && (!dst->data || !src))
         return sy_err_set(err, SY_ERR_INVALID, "upload: NULL %s", dst->data ? "source" : "destination tensor data");
     /* Synchronous: the caller may reuse src as soon as this returns. */
@@ -220,9 +263,11 @@ static int dev_download(void *inst, void *dst, const sy_tensor *src, size_t byte
         return rc;
     if (bytes > cap)
         return sy_err_set(err, SY_ERR_INVALID, "download: %zu bytes from a tensor of %zu bytes", bytes, cap);
+    if ((rc = sy__cuda_no_capture("download", err)))
+        return rc;
     if (bytes && (!src->data || !dst))
         return sy_err_set(err, SY_ERR_INVALID, "download: NULL %s", dst ? "source tensor data" : "destination");
-    /* cudaMemcpy on the legacy stream waits for every queued op first. */
+    /* cudaMemcpy on this thread's stream waits for every op queued on it first. */
     if (bytes)
         SYC_TRY(err, cudaMemcpy(dst, src->data, bytes, cudaMemcpyDeviceToHost), "download: cudaMemcpy");
     return SY_OK;
@@ -284,7 +329,7 @@ static int dev_synchronize(void *inst, sy_err *err)
 {
     sy_cuda_dev *d = inst;
     int rc = sy__cuda_enter(d, err);
-    if (rc)
+    if (rc || (rc = sy__cuda_no_capture("synchronize", err)))
         return rc;
     SYC_TRY(err, cudaDeviceSynchronize(), "synchronize");
     return SY_OK;
@@ -326,6 +371,13 @@ static const sy_device_ops ops = {
     .synchronize = dev_synchronize,
     .linear_multi = NULL, /* no fused variant yet: the engine calls linear per part */
     .argmax = sy__cuda_argmax,
+    .sample = sy__cuda_sample,
+    .host_alloc = sy__cuda_host_alloc,
+    .host_free = sy__cuda_host_free,
+    .graph_begin = sy__cuda_graph_begin,
+    .graph_end = sy__cuda_graph_end,
+    .graph_launch = sy__cuda_graph_launch,
+    .graph_free = sy__cuda_graph_free,
 };
 
 static const sy_plugin_desc desc = {

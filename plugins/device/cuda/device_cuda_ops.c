@@ -9,6 +9,8 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "device_cuda.h"
 #include "device_cuda_quant.h"
@@ -169,6 +171,34 @@ int sy__cuda_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy
 
 /* ------------------------------------------------------------------ rope */
 
+/*
+ * d->freq = inv_freq[0..n), uploaded only when the table differs from the
+ * one it holds (every layer of every step brings the same table; a
+ * recorded step must not copy from the caller's pageable memory).
+ */
+static int upload_freq(sy_cuda_dev *d, const float *inv_freq, int32_t n, sy_err *err)
+{
+    const size_t fb = sizeof(float) * (size_t)n;
+    if (d->freq_host && d->freq_n == n && memcmp(d->freq_host, inv_freq, fb) == 0)
+        return SY_OK;
+    if (syc_capturing())
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "device cuda: rope: a new inv_freq table of %d values while "
+                          "recording a step (CUDA graph); the step's first run uploads it", n);
+    int rc = sy__cuda_buf(d, &d->freq, fb, "rope: inv_freq scratch", err);
+    if (rc)
+        return rc;
+    float *h = realloc(d->freq_host, fb ? fb : 1);
+    if (!h)
+        return sy_err_set(err, SY_ERR_NOMEM, "device cuda: rope: %zu bytes for the inv_freq table", fb);
+    d->freq_host = h;
+    d->freq_n = 0;
+    /* Synchronous: later calls compare against freq_host and skip the copy. */
+    SYC_TRY(err, cudaMemcpy(d->freq.p, inv_freq, fb, cudaMemcpyHostToDevice), "rope: inv_freq upload");
+    memcpy(d->freq_host, inv_freq, fb);
+    d->freq_n = n;
+    return SY_OK;
+}
+
 int sy__cuda_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_params *p, sy_err *err)
 {
     sy_cuda_dev *d = inst;
@@ -189,11 +219,9 @@ int sy__cuda_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope_pa
         return sy_err_set(err, SY_ERR_INVALID, "rope: %s is NULL", p->inv_freq ? "pos" : "inv_freq");
     if (xv.rows == 0)
         return SY_OK;
-    const size_t fb = sizeof(float) * (size_t)(p->rotary_dim / 2);
     if ((rc = sy__cuda_enter(d, err)) || (rc = upload_i32(d, pos, xv.rows, "rope: positions upload", err)) ||
-        (rc = sy__cuda_buf(d, &d->freq, fb, "rope: inv_freq scratch", err)))
+        (rc = upload_freq(d, p->inv_freq, p->rotary_dim / 2, err)))
         return rc;
-    SYC_TRY(err, cudaMemcpyAsync(d->freq.p, p->inv_freq, fb, cudaMemcpyHostToDevice, 0), "rope: inv_freq upload");
     sydk_rope(xv.p, xv.ld, d->ids.p, d->freq.p, xv.rows, (int)(xv.cols / p->head_dim), p->head_dim, p->rotary_dim,
               p->neox, p->mscale);
     return syc_launched(err, "rope");
@@ -243,16 +271,69 @@ int sy__cuda_argmax(void *inst, const sy_tensor *x, int32_t *ids_out, float *val
     if (v.rows == 0)
         return SY_OK;
     const size_t n = (size_t)v.rows;
-    if ((rc = sy__cuda_enter(d, err)) || (rc = sy__cuda_buf(d, &d->pick, n * (sizeof(int32_t) + sizeof(float)), "argmax", err)))
+    if ((rc = sy__cuda_enter(d, err)) || (rc = sy__cuda_no_capture("argmax", err)) ||
+        (rc = sy__cuda_buf(d, &d->pick, n * (sizeof(int32_t) + sizeof(float)), "argmax", err)))
         return rc;
     int32_t *ids_dev = d->pick.p;
     float *vals_dev = (float *)(ids_dev + n);
     sydk_argmax(v.p, v.ld, v.rows, v.cols, ids_dev, vals_dev);
     if ((rc = syc_launched(err, "argmax")))
         return rc;
-    /* cudaMemcpy on the legacy stream waits for the kernel (and everything queued before it). */
+    /* cudaMemcpy on this thread's stream waits for the kernel (and everything queued before it). */
     SYC_TRY(err, cudaMemcpy(ids_out, ids_dev, n * sizeof(int32_t), cudaMemcpyDeviceToHost), "argmax: ids download");
     if (vals_out)
         SYC_TRY(err, cudaMemcpy(vals_out, vals_dev, n * sizeof(float), cudaMemcpyDeviceToHost), "argmax: values download");
+    return SY_OK;
+}
+
+/* ----------------------------------------------------------------- sample */
+
+int sy__cuda_sample(void *inst, const sy_tensor *x, const sy_sample_row *rows, int32_t *ids_out, sy_err *err)
+{
+    sy_cuda_dev *d = inst;
+    sydev_rows v;
+    int rc = sydev_f32_rows(x, "sample", "x", &v, err);
+    if (rc)
+        return rc;
+    if (v.cols < 1 || v.cols > INT32_MAX)
+        return sy_err_set(err, SY_ERR_INVALID, "sample: x must have 1..%d columns, found %lld", INT32_MAX,
+                          (long long)v.cols);
+    if (v.rows == 0)
+        return SY_OK;
+    if (!rows || !ids_out)
+        return sy_err_set(err, SY_ERR_INVALID, "sample: %s is NULL", rows ? "ids_out" : "rows");
+    if (rows[0].struct_size < sizeof(sy_sample_row))
+        return sy_err_set(err, SY_ERR_INVALID, "sample: rows[0].struct_size is %u, expected at least %zu",
+                          rows[0].struct_size, sizeof(sy_sample_row));
+    const size_t n = (size_t)v.rows;
+    sydk_sample_row *packed = malloc(sizeof *packed * n);
+    if (!packed)
+        return sy_err_set(err, SY_ERR_NOMEM, "sample: cannot allocate %zu rows", n);
+    for (size_t r = 0; r < n; r++) {
+        const sy_sample_row *p = (const sy_sample_row *)(const void *)((const char *)rows + r * rows[0].struct_size);
+        if (p->temperature > 0.0f && !(p->u >= 0.0 && p->u < 1.0)) {
+            free(packed);
+            return sy_err_set(err, SY_ERR_INVALID, "sample: rows[%zu].u must be in [0, 1), found %g", r, p->u);
+        }
+        packed[r] = (sydk_sample_row){.u = p->u, .temperature = p->temperature, .top_p = p->top_p, .min_p = p->min_p,
+                                      .top_k = p->top_k};
+    }
+    /* d->pick: the rows (8-byte aligned first), then the ids. */
+    const size_t row_bytes = sizeof *packed * n;
+    if ((rc = sy__cuda_enter(d, err)) || (rc = sy__cuda_no_capture("sample", err)) ||
+        (rc = sy__cuda_buf(d, &d->pick, row_bytes + n * sizeof(int32_t), "sample", err))) {
+        free(packed);
+        return rc;
+    }
+    sydk_sample_row *rows_dev = d->pick.p;
+    int32_t *ids_dev = (int32_t *)(void *)((char *)d->pick.p + row_bytes);
+    const cudaError_t up = cudaMemcpy(rows_dev, packed, row_bytes, cudaMemcpyHostToDevice);
+    free(packed);
+    SYC_TRY(err, up, "sample: rows upload");
+    sydk_sample(v.p, v.ld, v.rows, v.cols, rows_dev, ids_dev);
+    if ((rc = syc_launched(err, "sample")))
+        return rc;
+    /* cudaMemcpy on this thread's stream waits for the kernel (and everything queued before it). */
+    SYC_TRY(err, cudaMemcpy(ids_out, ids_dev, n * sizeof(int32_t), cudaMemcpyDeviceToHost), "sample: ids download");
     return SY_OK;
 }

@@ -241,3 +241,265 @@ extern "C" void sydk_argmax(const float *x, int64_t ldx, int64_t rows, int64_t c
     if (rows > 0)
         k_argmax<<<(unsigned)rows, ROW_THREADS>>>(x, ldx, cols, ids_dev, vals_dev);
 }
+
+/* ----------------------------------------------------------------- sample */
+
+/* argmax's pick of the row in one block (k_argmax's loop and merge); every thread gets it. */
+__device__ static int64_t block_pick(const float *row, int64_t cols, float *sv, int64_t *si)
+{
+    float bv = 0.0f;
+    int64_t bi = -1;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        const float v = row[c];
+        if (v == v && (bi < 0 || v > bv)) {
+            bv = v;
+            bi = c;
+        }
+    }
+    sv[threadIdx.x] = bv;
+    si[threadIdx.x] = bi;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            const float ov = sv[threadIdx.x + s];
+            const int64_t oi = si[threadIdx.x + s];
+            const int64_t mi = si[threadIdx.x];
+            if (oi >= 0 && (mi < 0 || ov > sv[threadIdx.x] || (ov == sv[threadIdx.x] && oi < mi))) {
+                sv[threadIdx.x] = ov;
+                si[threadIdx.x] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    const float x0 = row[0];
+    const int64_t pick = x0 != x0 || si[0] < 0 ? 0 : si[0];
+    __syncthreads(); /* sv/si are reused by the caller */
+    return pick;
+}
+
+__device__ static double block_sum_d(double v, double *sd)
+{
+    sd[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            sd[threadIdx.x] += sd[threadIdx.x + s];
+        __syncthreads();
+    }
+    const double r = sd[0];
+    __syncthreads();
+    return r;
+}
+
+__device__ static int64_t block_sum_i(int64_t v, int64_t *si)
+{
+    si[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            si[threadIdx.x] += si[threadIdx.x + s];
+        __syncthreads();
+    }
+    const int64_t r = si[0];
+    __syncthreads();
+    return r;
+}
+
+/* The order of the host's sort: probability descending, then id ascending. */
+__device__ static bool sample_before(float pa, int32_t ia, float pb, int32_t ib)
+{
+    return pa > pb || (pa == pb && ia < ib);
+}
+
+/*
+ * One block per row, the host sampler's steps (syksample.h) in its order:
+ * the greedy pick (temperature 0, and the maximum); the softmax sum in
+ * double (a tree, so its last bits may differ from the host's running sum);
+ * min_p; then either the draw over every candidate in id order (no top_k
+ * or top_p cut: thread chunks of consecutive ids, their sums scanned by
+ * thread 0, which then walks the chunk the draw lands in) or, when a cut
+ * needs the sorted order, the 1e-6 prefilter past 1024 candidates, the
+ * candidates gathered into shared memory and bitonic-sorted, and thread 0
+ * cutting and drawing over them in sorted order as the host does. A row
+ * with more candidates to sort than SYDK_SAMPLE_SORT_CAP gets -1.
+ * Probabilities are recomputed by each pass from the row (read from L2)
+ * rather than stored: a [V] scratch per row would cost more than the expf.
+ */
+__global__ void k_sample(const float *x, int64_t ldx, int64_t cols, const sydk_sample_row *rows, int32_t *ids)
+{
+    __shared__ float sv[ROW_THREADS];
+    __shared__ int64_t si[ROW_THREADS];
+    __shared__ double sd[ROW_THREADS];
+    __shared__ float cp[SYDK_SAMPLE_SORT_CAP];
+    __shared__ int32_t ci[SYDK_SAMPLE_SORT_CAP];
+    __shared__ int s_n;
+    const int64_t r = blockIdx.x;
+    const unsigned tid = threadIdx.x, bd = blockDim.x;
+    const float *row = x + r * ldx;
+    const sydk_sample_row p = rows[r];
+    const int64_t g = block_pick(row, cols, sv, si);
+    if (!(p.temperature > 0.0f)) {
+        if (tid == 0)
+            ids[r] = (int32_t)g;
+        return;
+    }
+    const float mx = row[g];
+    const float inv_t = 1.0f / p.temperature;
+    double part = 0.0;
+    for (int64_t c = tid; c < cols; c += bd)
+        part += (double)expf((row[c] - mx) * inv_t);
+    const double sum = block_sum_d(part, sd);
+    const float inv_sum = (float)(1.0 / sum);
+    const float keep_min = p.min_p * inv_sum;
+#define SAMPLE_P(c) (expf((row[c] - mx) * inv_t) * inv_sum)
+#define SAMPLE_KEPT(q) ((q) >= keep_min && (q) > 0.0f)
+    int64_t n_loc = 0, m_loc = 0;
+    for (int64_t c = tid; c < cols; c += bd) {
+        const float q = SAMPLE_P(c);
+        if (SAMPLE_KEPT(q)) {
+            n_loc++;
+            m_loc += q >= 1e-6f;
+        }
+    }
+    const int64_t n = block_sum_i(n_loc, si);
+    const int64_t m = block_sum_i(m_loc, si);
+    if (n == 0) { /* only with NaN or infinite logits: the greedy pick, as on the host */
+        if (tid == 0)
+            ids[r] = (int32_t)g;
+        return;
+    }
+    const bool need_sort = (p.top_k > 0 && p.top_k < n) || p.top_p < 1.0f;
+    if (!need_sort) {
+        const int64_t chunk = (cols + bd - 1) / bd;
+        const int64_t c0 = (int64_t)tid * chunk, c1 = c0 + chunk < cols ? c0 + chunk : cols;
+        double acc = 0.0;
+        int64_t last = -1;
+        for (int64_t c = c0; c < c1; c++) {
+            const float q = SAMPLE_P(c);
+            if (SAMPLE_KEPT(q)) {
+                acc += q;
+                last = c;
+            }
+        }
+        sd[tid] = acc;
+        si[tid] = last;
+        __syncthreads();
+        if (tid == 0) {
+            double total = 0.0;
+            int64_t id = -1;
+            for (unsigned t = 0; t < bd; t++) {
+                total += sd[t];
+                id = si[t] >= 0 ? si[t] : id; /* the last candidate: the host's pick when rounding leaves r past acc */
+            }
+            const double rr = p.u * total;
+            double before = 0.0;
+            bool found = false;
+            for (unsigned t = 0; t < bd && !found; t++) {
+                if (sd[t] > 0.0 && rr < before + sd[t]) {
+                    double a = before;
+                    const int64_t t0 = (int64_t)t * chunk, t1 = t0 + chunk < cols ? t0 + chunk : cols;
+                    for (int64_t c = t0; c < t1 && !found; c++) {
+                        const float q = SAMPLE_P(c);
+                        if (SAMPLE_KEPT(q)) {
+                            a += q;
+                            if (rr < a) {
+                                id = c;
+                                found = true;
+                            }
+                        }
+                    }
+                }
+                before += sd[t];
+            }
+            ids[r] = (int32_t)id;
+        }
+        return;
+    }
+    const bool filt = n > 1024 && m > 0 && (p.top_k == 0 || m >= p.top_k);
+    const int64_t nn = filt ? m : n;
+    if (nn > SYDK_SAMPLE_SORT_CAP) {
+        if (tid == 0)
+            ids[r] = -1; /* the core downloads the row and draws on the host with the same u */
+        return;
+    }
+    if (tid == 0)
+        s_n = 0;
+    __syncthreads();
+    for (int64_t c = tid; c < cols; c += bd) {
+        const float q = SAMPLE_P(c);
+        if (SAMPLE_KEPT(q) && (!filt || q >= 1e-6f)) {
+            const int k = atomicAdd(&s_n, 1);
+            cp[k] = q;
+            ci[k] = (int32_t)c;
+        }
+    }
+    __syncthreads();
+    int size = 1;
+    while (size < nn)
+        size <<= 1;
+    for (int k = (int)nn + (int)tid; k < size; k += (int)bd) {
+        cp[k] = -1.0f; /* after every candidate (each has p > 0) */
+        ci[k] = INT32_MAX;
+    }
+    __syncthreads();
+    for (int k = 2; k <= size; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = (int)tid; i < size; i += (int)bd) {
+                const int l = i ^ j;
+                if (l > i) {
+                    const bool up = (i & k) == 0;
+                    const bool swap = up ? sample_before(cp[l], ci[l], cp[i], ci[i])
+                                         : sample_before(cp[i], ci[i], cp[l], ci[l]);
+                    if (swap) {
+                        const float tp = cp[i];
+                        const int32_t ti = ci[i];
+                        cp[i] = cp[l];
+                        ci[i] = ci[l];
+                        cp[l] = tp;
+                        ci[l] = ti;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    if (tid == 0) {
+        int kk = (int)nn;
+        if (p.top_k > 0 && p.top_k < kk)
+            kk = p.top_k;
+        if (p.top_p < 1.0f) {
+            double c = 0.0;
+            int cut = kk;
+            for (int i = 0; i < kk; i++) {
+                c += cp[i];
+                if (c >= p.top_p) {
+                    cut = i + 1;
+                    break;
+                }
+            }
+            kk = cut;
+        }
+        double total = 0.0;
+        for (int i = 0; i < kk; i++)
+            total += cp[i];
+        const double rr = p.u * total;
+        double acc = 0.0;
+        int32_t id = ci[kk - 1];
+        for (int i = 0; i < kk; i++) {
+            acc += cp[i];
+            if (rr < acc) {
+                id = ci[i];
+                break;
+            }
+        }
+        ids[r] = id;
+    }
+#undef SAMPLE_P
+#undef SAMPLE_KEPT
+}
+
+extern "C" void sydk_sample(const float *x, int64_t ldx, int64_t rows, int64_t cols, const sydk_sample_row *rows_dev,
+                            int32_t *ids_dev)
+{
+    if (rows > 0)
+        k_sample<<<(unsigned)rows, ROW_THREADS>>>(x, ldx, cols, rows_dev, ids_dev);
+}

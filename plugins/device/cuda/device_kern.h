@@ -31,6 +31,18 @@ void sydk_combine(const float *tmp, int64_t n, int64_t m, const void *bias, int 
 /* ids_dev[r], vals_dev[r]: the greedy pick of row r of x and its value (the rule of sy_device_ops.argmax). */
 void sydk_argmax(const float *x, int64_t ldx, int64_t rows, int64_t cols, int32_t *ids_dev, float *vals_dev);
 
+/* One row of sydk_sample: sy_sample_row without its struct_size, as the kernel reads it. */
+typedef struct sydk_sample_row {
+    double u;
+    float temperature, top_p, min_p;
+    int32_t top_k;
+} sydk_sample_row;
+/* Candidates a row may keep, when it must sort them, for the kernel to finish it; past it the id is -1. */
+#define SYDK_SAMPLE_SORT_CAP 2048
+/* ids_dev[r]: the host sampler's draw from row r of x with rows_dev[r] (sy_device_ops.sample), or -1. */
+void sydk_sample(const float *x, int64_t ldx, int64_t rows, int64_t cols, const sydk_sample_row *rows_dev,
+                 int32_t *ids_dev);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,8 @@
 /*
- * moe/cuda: mixture of experts on an NVIDIA GPU (the portable variant
- * `auto` falls back to; arch-specific wgmma / block-scaled FP4 variants
- * would be further plugins with higher probe scores).
+ * moe/cuda: mixture of experts on an NVIDIA GPU. Its arch-specific tiles
+ * (wgmma, sm_90a) live beside the portable ones in this plugin and are
+ * chosen per tile, never needed: a GPU they do not run on, or fail their
+ * self-check on, gets the portable fmaf tiles.
  *
  * Per pass of up to max_tokens tokens:
  *   1. routing = device (the default): a kernel routes each token with
@@ -31,10 +32,15 @@
  * shape and GPU (plugins/common/moe/sytune.h; <arch> "cuda-sm<major><minor>",
  * <sku> the device name), else the default. Every variant a table or the key
  * names is checked against the device's limits at prepare, so none fails to
- * launch mid-run.
+ * launch mid-run. The tensor-core variants (mma.sync on sm_80+, wgmma on
+ * 9.0) are also run against the default fmaf tile on a seeded random
+ * problem of the layer's dtype and K before first use (tc_selfcheck); a
+ * table's variant that fails is replaced by the default with one warning,
+ * a failed variant named by the key is an error.
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +52,7 @@
 #include "moe_route_dev.h"
 #include "moe_tiles.h"
 #include "sycuda.h"
+#include "sykconv.h"
 #include "sykquant.h"
 #include "symoe_range.h"
 #include "sytune.h"
@@ -80,6 +87,8 @@ typedef struct moe_cuda {
     int route_host;           /* routing = host */
     char tuning_dir[4096];
     sytune_table tune;        /* entry[b][0]: bucket b's variant */
+    symt_verdicts verdicts;   /* the tensor-core tiles' self-checks, for verdict_shape */
+    int64_t verdict_shape[3]; /* weight dtype, hidden, inter the verdicts were found for */
     uint64_t logged_buckets;  /* bit b: bucket b's first pass was logged (debug); bit 63: the default's */
     moe_cuda_layer *layers;
     /* Host scratch for one pass (A = chunk_tokens * top_k). */
@@ -103,8 +112,10 @@ static const sy_key_decl keys[] = {
      1, 1048576, NULL},
     {"tile", SY_KEY_STRING, "",
      "the grouped GEMM's tile variant (colsxrowsxk) for every pass, overriding the tables (switchyard tune-moe "
-     "sweeps them): 64x32x32 (the default), 64x8x32, 128x8x32, 64x16x32, 64x64x32, 128x32x32, 128x64x16; "
-     "builtin: the default; empty or auto: the tables",
+     "sweeps them): on CUDA cores, bit-identical to each other, 64x32x32 (the default), 64x8x32, 128x8x32, "
+     "64x16x32, 64x64x32, 128x32x32, 128x64x16; on tensor cores (bf16 hi + lo split products, within 1e-4 of "
+     "those, self-checked on the GPU before use) mma64x8x32, mma64x32x32, mma128x64x32 (compute capability 8.0+), "
+     "wgmma128x16x32, wgmma128x64x32 (9.0 only); builtin: the default; empty or auto: the tables",
      0, 0, NULL},
     {"tuning_dir", SY_KEY_STRING, SY_MOE_TUNING_DIR,
      "MoE tuning tables: <dir>/cuda-sm<cc>/<gpu name>/E=..,N=..,K=..,dtype=...ini (docs/moe-tuning.md)", 0, 0, NULL},
@@ -247,19 +258,164 @@ static int tune_device(int dev, char *arch, size_t arch_len, char *sku, size_t s
 /* Every variant's needs (cudaFuncGetAttributes) and this device's limits. */
 static int tile_fit_query(int dev, symt_fit *f, sy_err *err)
 {
-    int smem = 0, regs = 0, thr = 0;
+    int smem = 0, regs = 0, thr = 0, ccmaj = 0, ccmin = 0;
     SYC_TRY(err, cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
             "moe cuda: shared memory per block");
     SYC_TRY(err, cudaDeviceGetAttribute(&regs, cudaDevAttrMaxRegistersPerBlock, dev), "moe cuda: registers per block");
     SYC_TRY(err, cudaDeviceGetAttribute(&thr, cudaDevAttrMaxThreadsPerBlock, dev), "moe cuda: threads per block");
-    f->lim = (symt_limits){smem, regs, thr};
+    SYC_TRY(err, cudaDeviceGetAttribute(&ccmaj, cudaDevAttrComputeCapabilityMajor, dev), "moe cuda: compute capability");
+    SYC_TRY(err, cudaDeviceGetAttribute(&ccmin, cudaDevAttrComputeCapabilityMinor, dev), "moe cuda: compute capability");
+    f->lim = (symt_limits){smem, regs, thr, ccmaj * 10 + ccmin};
     for (int v = 0; v < SYMK_N_VARIANTS; v++) {
+        f->needs[v] = (symt_needs){0, 0, 0};
+        /* The wgmma tiles' module holds sm_90a code alone: nothing to ask another GPU (symt_check refuses them). */
+        if (symt_variants[v].kind == SYMT_WGMMA && f->lim.cc != 90)
+            continue;
         symk_attrs a;
         const int e = symk_variant_attrs(v, &a);
+        if (e && symt_variants[v].kind == SYMT_WGMMA) {
+            f->needs[v].regs = -1; /* refused when named, naming this GPU; the other tiles stay usable */
+            continue;
+        }
         if (e)
             return syc_fail(err, (cudaError_t)e, "moe cuda: cudaFuncGetAttributes of a grouped GEMM variant");
         f->needs[v] = (symt_needs){a.static_smem, 0, a.regs};
     }
+    return SY_OK;
+}
+
+/* A seeded xorshift in [-1, 1): the self-check's problem is the same on every run. */
+static float check_rand(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float)((double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* Row tiles of at most rows rows over two experts holding 36 rows and 1 row (37 assignment rows). */
+static int64_t check_tiles(int rows, symk_tile *t)
+{
+    static const int32_t count[2] = {36, 1};
+    int64_t n = 0;
+    for (int32_t e = 0, row0 = 0; e < 2; row0 += count[e], e++)
+        for (int32_t r = 0; r < count[e]; r += rows)
+            t[n++] = (symk_tile){e, row0 + r, count[e] - r < rows ? count[e] - r : rows};
+    return n;
+}
+
+/*
+ * One self-check problem: out[37, M] = x . W_e^T over two experts of
+ * dtype dt with the variant and with the default fmaf tile, compared by
+ * symt_compare. Weights and activations seeded random in [-1, 1) (FP8:
+ * random codes and F32 scales per 128 x 128; NVFP4: random codes, E4M3
+ * scales per 16, a global scale).
+ */
+static int check_shape(int variant, sy_dtype dt, int64_t M, int64_t K, uint64_t seed, int *pass, double *worst,
+                       sy_err *err)
+{
+    enum { E = 2, A = 37 };
+    const int fp8 = dt == SY_DTYPE_FP8_E4M3, fp4 = dt == SY_DTYPE_FP4_E2M1;
+    if (fp4)
+        K &= ~(int64_t)1; /* two codes a byte */
+    const int32_t b0 = fp8 ? 128 : 1, b1 = fp8 ? 128 : 16;
+    const int64_t n_scales = (fp8 || fp4) ? ((M + b0 - 1) / b0) * ((K + b1 - 1) / b1) : 0;
+    const size_t wbytes = fp8 ? (size_t)(M * K) : fp4 ? (size_t)(M * K / 2) : (size_t)(M * K) * (size_t)sy_dtype_bits(dt) / 8;
+    const size_t sbytes = (size_t)n_scales * (fp8 ? sizeof(float) : 1);
+    uint8_t *w = malloc(wbytes * E), *sc = malloc(sbytes * E + 1);
+    float *x = malloc(sizeof(float) * (size_t)(A * K)), *got = malloc(sizeof(float) * (size_t)(A * M)),
+          *ref = malloc(sizeof(float) * (size_t)(A * M));
+    const float global[E] = {fp4 ? 0.01f : 1.0f, fp4 ? 0.02f : 1.0f};
+    symk_tile tiles[2][64];
+    void *d[8] = {NULL};
+    int rc = SY_OK;
+    if (!w || !sc || !x || !got || !ref) {
+        rc = sy_err_set(err, SY_ERR_NOMEM, "moe cuda: self-check of tile %s: host memory", symt_variants[variant].name);
+        goto out;
+    }
+    uint64_t s = seed;
+    for (int64_t i = 0; i < A * K; i++)
+        x[i] = check_rand(&s);
+    for (size_t i = 0; i < (size_t)(M * K) * E && !fp8 && !fp4; i++) {
+        const float v = check_rand(&s);
+        if (dt == SY_DTYPE_F32)
+            memcpy(w + 4 * i, &v, 4);
+        else {
+            const uint16_t h = dt == SY_DTYPE_BF16 ? syk_f32_to_bf16(v) : syk_f32_to_f16(v);
+            memcpy(w + 2 * i, &h, 2);
+        }
+    }
+    for (size_t i = 0; i < wbytes * E && (fp8 || fp4); i++)
+        w[i] = (uint8_t)(check_rand(&s) * 128.0f + 128.0f);
+    for (int64_t i = 0; i < n_scales * E; i++) {
+        if (fp8) {
+            const float v = (1.5f + 0.5f * check_rand(&s)) * 0x1p-7f;
+            memcpy(sc + 4 * i, &v, 4);
+        } else
+            sc[i] = (uint8_t)(0x30 + (int)((check_rand(&s) + 1.0f) * 8.0f) % 16); /* E4M3 0.5 .. 1.9 */
+    }
+    const int64_t nt_ref = check_tiles(symt_variants[0].rows, tiles[0]);
+    const int64_t nt = check_tiles(symt_variants[variant].rows, tiles[1]);
+    const size_t sizes[8] = {sizeof(float) * (size_t)(A * K), wbytes * E, sbytes * E + 1, sizeof global,
+                             sizeof tiles[0], sizeof tiles[1], sizeof(float) * (size_t)(A * M),
+                             sizeof(float) * (size_t)(A * M)};
+    const void *src[6] = {x, w, sc, global, tiles[0], tiles[1]};
+    cudaError_t ce = cudaSuccess;
+    for (int i = 0; i < 8 && ce == cudaSuccess; i++) {
+        ce = cudaMalloc(&d[i], sizes[i]);
+        if (ce == cudaSuccess && i < 6)
+            ce = cudaMemcpy(d[i], src[i], sizes[i], cudaMemcpyHostToDevice);
+    }
+    if (ce == cudaSuccess) {
+        const symk_qw q = {d[2], d[3], n_scales, b0, b1};
+        const int quant = fp8 || fp4;
+        symk_grouped_gemm(0, d[0], K, d[1], (int)dt, quant ? &q : NULL, M, d[4], nt_ref, NULL, d[6]);
+        symk_grouped_gemm(variant, d[0], K, d[1], (int)dt, quant ? &q : NULL, M, d[5], nt, NULL, d[7]);
+        ce = cudaGetLastError();
+        if (ce == cudaSuccess)
+            ce = cudaMemcpy(ref, d[6], sizes[6], cudaMemcpyDeviceToHost);
+        if (ce == cudaSuccess)
+            ce = cudaMemcpy(got, d[7], sizes[7], cudaMemcpyDeviceToHost);
+    }
+    if (ce != cudaSuccess) {
+        rc = syc_fail(err, ce, "moe cuda: self-check of a tensor-core tile");
+        goto out;
+    }
+    *pass = symt_compare(got, ref, (size_t)(A * M), SYMT_TC_BOUND, worst) == 0;
+out:
+    for (int i = 0; i < 8; i++)
+        if (d[i])
+            cudaFree(d[i]);
+    free(w), free(sc), free(x), free(got), free(ref);
+    return rc;
+}
+
+/*
+ * symt_selfcheck_fn of moe cuda: the variant against the default fmaf
+ * tile on both matrix shapes of the prepared layer (gate/up: K = hidden,
+ * down: K = inter; output columns cut to 200, so partial column tiles of
+ * every width and the layer's own k slices and tail), 37 rows over two
+ * experts (partial row tiles, a one-row expert), the layer's weight dtype.
+ */
+static int tc_selfcheck(void *ctx, int variant, int *pass, double *worst, sy_err *err)
+{
+    const moe_cuda *m = ctx;
+    const int64_t shape[2][2] = {{m->p.inter, m->p.hidden}, {m->p.hidden, m->p.inter}};
+    *pass = 1;
+    *worst = 0;
+    for (int i = 0; i < 2; i++) {
+        int ok = 0;
+        double w = INFINITY;
+        const int rc = check_shape(variant, m->p.weight_dtype, shape[i][0] < 200 ? shape[i][0] : 200, shape[i][1],
+                                   0x5eed0000u + (uint64_t)i, &ok, &w, err);
+        if (rc)
+            return rc;
+        *pass &= ok;
+        if (!(w <= *worst))
+            *worst = w;
+    }
+    sy_logf(m->host, SY_LOG_INFO, SY_MOE_CUDA_NAME, "tile %s self-check: relative error %.3g against %s (bound %.0e): %s",
+            symt_variants[variant].name, *worst, symt_variants[0].name, SYMT_TC_BOUND, *pass ? "ok" : "FAILED");
     return SY_OK;
 }
 
@@ -269,6 +425,12 @@ static int load_tiles(moe_cuda *m, sy_err *err)
     const sy_moe_problem *p = &m->p;
     memset(&m->tune, 0, sizeof m->tune);
     m->logged_buckets = 0;
+    /* The self-checks stand while the dtype and the K of both matrices do (one warning per instance). */
+    const int64_t shape[3] = {p->weight_dtype, p->hidden, p->inter};
+    if (memcmp(shape, m->verdict_shape, sizeof shape) != 0) {
+        memset(&m->verdicts, 0, sizeof m->verdicts);
+        memcpy(m->verdict_shape, shape, sizeof shape);
+    }
     symt_fit fit;
     int rc = tile_fit_query(m->gpu, &fit, err);
     if (rc)
@@ -282,6 +444,8 @@ static int load_tiles(moe_cuda *m, sy_err *err)
         char why[400];
         if ((rc = symt_check_entry(&fit, entry, why, sizeof why)))
             return sy_err_set(err, rc, "moe cuda: tile = %s %s", symt_variants[m->tile_key].name, why);
+        if ((rc = symt_key_selfcheck(&m->verdicts, m->tile_key, tc_selfcheck, m, err)))
+            return rc;
         m->tune.n = 1;
         m->tune.tokens[0] = 1;
         m->tune.entry[0][0] = m->tile_key;
@@ -292,8 +456,10 @@ static int load_tiles(moe_cuda *m, sy_err *err)
     if ((rc = tune_device(m->gpu, arch, sizeof arch, sku, sizeof sku, err)))
         return rc;
     const sytune_schema s = symt_schema(&fit, SY_MOE_CUDA_NAME);
-    return sytune_load(m->tuning_dir, arch, sku, p->n_experts, p->inter, p->hidden, p->weight_dtype, &s, m->host,
-                       &m->tune, err);
+    if ((rc = sytune_load(m->tuning_dir, arch, sku, p->n_experts, p->inter, p->hidden, p->weight_dtype, &s, m->host,
+                          &m->tune, err)))
+        return rc;
+    return symt_table_selfcheck(&m->tune, &m->verdicts, tc_selfcheck, m, m->host, SY_MOE_CUDA_NAME, err);
 }
 
 /* The variant a pass of n tokens runs with (logged at debug on a bucket's first pass). */
@@ -631,6 +797,10 @@ static int forward(void *inst, int32_t layer, const sy_tensor *x, const sy_tenso
         return rc;
     if (layer < 0 || layer >= m->p.n_layers || !m->layers[layer].gate.w)
         return sy_err_set(err, SY_ERR_INVALID, "moe forward: layer %d has no experts (prepare_layer first)", layer);
+    if (m->route_host && syc_capturing())
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe cuda: [moe] routing = host copies each layer's router logits "
+                          "to the host, which a recorded step (CUDA graph) cannot hold; set [moe] routing = device to "
+                          "record decode steps");
     int64_t n, nl, no, ldx, ldl, ldo;
     if ((rc = f32_2d(x, "x", m->p.hidden, &n, &ldx, err)) ||
         (rc = f32_2d(router_logits, "router_logits", m->p.n_experts, &nl, &ldl, err)) ||
@@ -720,8 +890,9 @@ static const sy_plugin_desc desc = {
     .version = PACKAGE_VERSION,
     .device = "cuda",
     .description = "mixture of experts on NVIDIA GPUs (portable): the CPU plugin's routing on the device (or the host), "
-                   "grouped expert GEMMs on F32/F16/BF16, FP8 E4M3 and NVFP4 weights with F32 accumulation, tiles "
-                   "from tuning tables, expert parallelism",
+                   "grouped expert GEMMs on F32/F16/BF16, FP8 E4M3 and NVFP4 weights with F32 accumulation on CUDA "
+                   "cores or tensor cores (mma.sync, wgmma on sm_90a; self-checked), tiles from tuning tables, expert "
+                   "parallelism",
     .keys = keys,
     .probe = probe,
     .create = create,

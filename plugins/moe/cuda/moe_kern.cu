@@ -17,14 +17,18 @@
  * device memory (symk_counts): the launches that follow are sized for the
  * most rows and tiles a pass can have, and blocks past the pass's count
  * return at once, so a layer needs no host round trip.
+ *
+ * The mma.sync tiles (SYMK_MMA_VARIANTS) compute the same product on the
+ * tensor cores from bf16 hi + lo halves of both operands (moe_tc.cuh), in
+ * F32: not the fmaf tiles' bits, within SYMT_TC_BOUND of them (moe_tiles.h;
+ * moe_cuda.c checks each on the GPU before its first use).
  */
 #include <math.h>
 #include <stdint.h>
 
-#include "device_quant.h"
 #include "moe_kern.h"
 #include "moe_route_dev.h"
-#include "sycuda_conv.cuh"
+#include "moe_tc.cuh"
 
 __global__ void k_gather(const float *x, int64_t ldx, const int32_t *tok, int64_t A, int64_t hidden, float *xe,
                          const symk_counts *cnt)
@@ -42,20 +46,6 @@ extern "C" void symk_gather(const float *x, int64_t ldx, const int32_t *tok, int
 {
     if (A > 0)
         k_gather<<<(unsigned)A, 256>>>(x, ldx, tok, A, hidden, xe, cnt);
-}
-
-/* Weight (gm, gk) of expert e's [M, K] matrix: F32/F16/BF16 as stored, FP8/NVFP4 as q * (scale * global). */
-__device__ __forceinline__ float load_weight(const void *w, int wdt, const symk_qw &q, int64_t e, int64_t M, int64_t K,
-                                             int64_t gm, int64_t gk)
-{
-    if (wdt != SYMK_FP8 && wdt != SYMK_FP4)
-        return syc_load(w, wdt, e * M * K + gm * K + gk);
-    const int fp4 = wdt == SYMK_FP4;
-    const int64_t rb = syq_row_bytes(fp4, K);
-    const uint8_t *row = (const uint8_t *)w + (e * M + gm) * rb;
-    const void *sc = fp4 ? (const void *)((const uint8_t *)q.scale + e * q.scale_stride)
-                         : (const void *)((const float *)q.scale + e * q.scale_stride);
-    return syq_mul(syq_code(row, fp4, gk), syq_scale(sc, fp4, gm, gk, K, q.b0, q.b1, q.global[e]));
 }
 
 template <int TM, int TN, int TK, int RC, int RR>
@@ -80,7 +70,7 @@ __global__ void __launch_bounds__((TM / RC) * (TN / RR))
         for (int i = tid; i < TM * TK; i += NT) {
             const int r = i / TK, c = i % TK;
             const int64_t gm = m0 + r, gk = k0 + c;
-            ws[r][c] = gm < M && gk < K ? load_weight(w, wdt, q, tl.expert, M, K, gm, gk) : 0.0f;
+            ws[r][c] = gm < M && gk < K ? symk_load_weight(w, wdt, q, tl.expert, M, K, gm, gk) : 0.0f;
         }
         for (int i = tid; i < TN * TK; i += NT) {
             const int r = i / TK, c = i % TK;
@@ -114,6 +104,107 @@ __global__ void __launch_bounds__((TM / RC) * (TN / RR))
     }
 }
 
+/*
+ * One m16n8k16 MMA, D += A B: A 16 x 16 bf16 (row-major: the weight rows,
+ * k along a row), B 16 x 8 bf16 (column-major: the token rows, k along a
+ * column), D 16 x 8 F32. Fragments (PTX ISA, "Matrix Fragments for
+ * mma.m16n8k16 with floating point type"), g = lane / 4, t = lane % 4,
+ * two bf16 per register, the lower k in the low half:
+ *   A: a0 (row g, k 2t..2t+1), a1 (row g+8, same k), a2 (row g, k 2t+8..),
+ *      a3 (row g+8, k 2t+8..);  B: b0 (col g, k 2t..2t+1), b1 (col g, k 2t+8..);
+ *   D: d0 (row g, col 2t), d1 (g, 2t+1), d2 (g+8, 2t), d3 (g+8, 2t+1).
+ */
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+/* Two consecutive bf16 of a shared-memory row (k even, rows a multiple of 4 bytes apart) as one register. */
+__device__ __forceinline__ uint32_t ld_pair(const uint16_t *p)
+{
+    return *reinterpret_cast<const uint32_t *>(p);
+}
+
+/*
+ * The mma.sync tile: TM weight rows (output columns) x TN assignment rows
+ * per block, WM x WN warps, each warp (TM / WM) x (TN / WN) outputs in
+ * m16n8 pieces. Per k slice the block stages both operands as bf16 hi and
+ * lo halves in shared memory (rows padded by 8 bf16: the fragment loads of
+ * the 8 groups of a warp fall in distinct banks); each k16 step multiplies
+ * w_hi x_hi, w_hi x_lo and, unless the weights are BF16 (w_lo = 0), w_lo x_hi.
+ */
+template <int TM, int TN, int TK, int WM, int WN>
+__global__ void __launch_bounds__(WM *WN * 32)
+    k_mma_gemm(const float *xe, int64_t K, const void *w, int wdt, const symk_qw q, int64_t M, const symk_tile *tiles,
+               int64_t t0, const symk_counts *cnt, float *out)
+{
+    if (cnt && t0 + blockIdx.y >= (int64_t)cnt->tiles)
+        return;
+    constexpr int NT = WM * WN * 32, WTM = TM / WM, WTN = TN / WN, MI = WTM / 16, NI = WTN / 8, LD = TK + 8;
+    static_assert(WTM % 16 == 0 && WTN % 8 == 0 && TK % 16 == 0, "an mma tile splits into m16n8k16 pieces");
+    __shared__ __align__(16) uint16_t wh[TM][LD], wl[TM][LD], xh[TN][LD], xl[TN][LD];
+    const symk_tile tl = tiles[t0 + blockIdx.y];
+    const int64_t m0 = (int64_t)blockIdx.x * TM;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
+    const int wm = warp % WM, wn = warp / WM;
+    const bool split_w = wdt != SYC_BF16;
+    float acc[MI][NI][4];
+    for (int i = 0; i < MI; i++)
+        for (int j = 0; j < NI; j++)
+            for (int c = 0; c < 4; c++)
+                acc[i][j][c] = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += TK) {
+        for (int i = tid; i < TM * TK; i += NT) {
+            const int r = i / TK, c = i % TK;
+            const int64_t gm = m0 + r, gk = k0 + c;
+            symk_split(gm < M && gk < K ? symk_load_weight(w, wdt, q, tl.expert, M, K, gm, gk) : 0.0f, &wh[r][c],
+                       &wl[r][c]);
+        }
+        for (int i = tid; i < TN * TK; i += NT) {
+            const int r = i / TK, c = i % TK;
+            const int64_t gk = k0 + c;
+            symk_split(r < tl.rows && gk < K ? xe[(int64_t)(tl.row0 + r) * K + gk] : 0.0f, &xh[r][c], &xl[r][c]);
+        }
+        __syncthreads();
+        for (int kk = 0; kk < TK; kk += 16) {
+            uint32_t ah[MI][4], al[MI][4], bh[NI][2], bl[NI][2];
+            for (int i = 0; i < MI; i++) {
+                const int r = wm * WTM + i * 16 + g, c = kk + 2 * t4;
+                ah[i][0] = ld_pair(&wh[r][c]), ah[i][1] = ld_pair(&wh[r + 8][c]);
+                ah[i][2] = ld_pair(&wh[r][c + 8]), ah[i][3] = ld_pair(&wh[r + 8][c + 8]);
+                al[i][0] = ld_pair(&wl[r][c]), al[i][1] = ld_pair(&wl[r + 8][c]);
+                al[i][2] = ld_pair(&wl[r][c + 8]), al[i][3] = ld_pair(&wl[r + 8][c + 8]);
+            }
+            for (int j = 0; j < NI; j++) {
+                const int n = wn * WTN + j * 8 + g, c = kk + 2 * t4;
+                bh[j][0] = ld_pair(&xh[n][c]), bh[j][1] = ld_pair(&xh[n][c + 8]);
+                bl[j][0] = ld_pair(&xl[n][c]), bl[j][1] = ld_pair(&xl[n][c + 8]);
+            }
+            for (int i = 0; i < MI; i++)
+                for (int j = 0; j < NI; j++) {
+                    mma_bf16(acc[i][j], ah[i], bl[j][0], bl[j][1]); /* the small products first */
+                    if (split_w)
+                        mma_bf16(acc[i][j], al[i], bh[j][0], bh[j][1]);
+                    mma_bf16(acc[i][j], ah[i], bh[j][0], bh[j][1]);
+                }
+        }
+        __syncthreads();
+    }
+    for (int i = 0; i < MI; i++)
+        for (int j = 0; j < NI; j++)
+            for (int c = 0; c < 4; c++) {
+                const int r = wn * WTN + j * 8 + 2 * t4 + (c & 1); /* D's column: the assignment row */
+                const int64_t gm = m0 + wm * WTM + i * 16 + g + 8 * (c >> 1); /* D's row: the output column */
+                if (r < tl.rows && gm < M)
+                    out[(int64_t)(tl.row0 + r) * M + gm] = acc[i][j][c];
+            }
+}
+
 #define SYMK_STATIC_ASSERT(c, r, k, tc, tr)                                                            \
     static_assert((c) % (tc) == 0 && (r) % (tr) == 0 && ((c) / (tc)) * ((r) / (tr)) <= 1024,          \
                   "a tile variant must split evenly over at most 1024 threads");
@@ -137,7 +228,15 @@ extern "C" void symk_grouped_gemm(int variant, const float *xe, int64_t K, const
                                                                                              tiles, t0, cnt, out);
         SYMK_VARIANTS(SYMK_LAUNCH)
 #undef SYMK_LAUNCH
+#define SYMK_MMA_LAUNCH(c, r, k, wm, wn)                                                                         \
+        if (variant == v++)                                                                                      \
+            k_mma_gemm<c, r, k, wm, wn><<<dim3((unsigned)((M + (c) - 1) / (c)), ny), (wm) * (wn) * 32>>>(        \
+                xe, K, w, wdt, qv, M, tiles, t0, cnt, out);
+        SYMK_MMA_VARIANTS(SYMK_MMA_LAUNCH)
+#undef SYMK_MMA_LAUNCH
     }
+    if (variant >= SYMK_N_FMAF + SYMK_N_MMA) /* moe_wgmma.cu cuts its own launches */
+        symk_wgmma_gemm(variant - SYMK_N_FMAF - SYMK_N_MMA, xe, K, w, wdt, q, M, tiles, n_tiles, cnt, out);
 }
 
 extern "C" int symk_variant_attrs(int variant, symk_attrs *out)
@@ -150,6 +249,13 @@ extern "C" int symk_variant_attrs(int variant, symk_attrs *out)
         e = cudaFuncGetAttributes(&a, k_grouped_gemm<c, r, k, tc, tr>);
     SYMK_VARIANTS(SYMK_ATTRS)
 #undef SYMK_ATTRS
+#define SYMK_MMA_ATTRS(c, r, k, wm, wn)                              \
+    if (variant == v++)                                              \
+        e = cudaFuncGetAttributes(&a, k_mma_gemm<c, r, k, wm, wn>);
+    SYMK_MMA_VARIANTS(SYMK_MMA_ATTRS)
+#undef SYMK_MMA_ATTRS
+    if (variant >= SYMK_N_FMAF + SYMK_N_MMA)
+        return symk_wgmma_attrs(variant - SYMK_N_FMAF - SYMK_N_MMA, out);
     if (e != cudaSuccess)
         return (int)e;
     out->static_smem = (int64_t)a.sharedSizeBytes;

@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 /*
- * The grouped GEMM's compiled tile variants, one X-macro so that the
+ * The grouped GEMM's CUDA-core (fmaf) tile variants, one X-macro so that the
  * kernels (moe_kern.cu) and the host's table of names and limits
  * (moe_tiles.c) cannot disagree:
  *   X(cols, rows, k, thread_cols, thread_rows)
@@ -39,8 +39,40 @@ extern "C" {
     X(128, 32, 32, 4, 4)  \
     X(128, 64, 16, 8, 4)
 
+/*
+ * Tensor-core tiles (not bit-identical to the fmaf ones: within
+ * SYMT_TC_BOUND of them, moe_tiles.h). Each activation x is fed as
+ * bf16(x) + bf16(x - bf16(x)) and each weight w, unless it is BF16, as
+ * the same pair (F16 fits such a pair exactly; F32, FP8 and NVFP4
+ * elements, q * scale * global in F32, keep ~16 significant bits), with
+ * F32 accumulation: hi*hi + lo*hi + hi*lo, about 2^-17 relative per
+ * product.
+ *   X(cols, rows, k, warps_m, warps_n): mma.sync.m16n8k16 (sm_80 and
+ *   newer, compiled with the fmaf tiles), warps_m x warps_n warps, each
+ *   (cols / warps_m) x (rows / warps_n) outputs.
+ */
+#define SYMK_MMA_VARIANTS(X) \
+    X(64, 8, 32, 4, 1)       \
+    X(64, 32, 32, 2, 2)      \
+    X(128, 64, 32, 4, 2)
+/*
+ *   X(cols, rows, k): wgmma.mma_async.m64n<rows>k16 (sm_90a only,
+ *   moe_wgmma.cu), cols / 64 warpgroups of 128 threads, operands from
+ *   shared memory through matrix descriptors.
+ */
+#define SYMK_WGMMA_VARIANTS(X) \
+    X(128, 16, 32)             \
+    X(128, 64, 32)
+
 #define SYMK_COUNT_VARIANT(c, r, k, tc, tr) +1
-enum { SYMK_N_VARIANTS = 0 SYMK_VARIANTS(SYMK_COUNT_VARIANT) };
+#define SYMK_COUNT_VARIANT3(c, r, k) +1
+enum {
+    SYMK_N_FMAF = 0 SYMK_VARIANTS(SYMK_COUNT_VARIANT),
+    SYMK_N_MMA = 0 SYMK_MMA_VARIANTS(SYMK_COUNT_VARIANT),
+    SYMK_N_WGMMA = 0 SYMK_WGMMA_VARIANTS(SYMK_COUNT_VARIANT3),
+    /* Indices: the fmaf tiles, then the mma ones, then the wgmma ones. */
+    SYMK_N_VARIANTS = SYMK_N_FMAF + SYMK_N_MMA + SYMK_N_WGMMA
+};
 
 /* One block row of the grouped GEMM: rows [row0, row0 + rows) of the assignments, all routed to expert. */
 typedef struct symk_tile {
@@ -54,8 +86,14 @@ typedef struct symk_attrs {
     int max_threads;     /* the most threads per block this kernel can launch with */
 } symk_attrs;
 
-/* 0 on success; else the cudaError_t of cudaFuncGetAttributes. */
+/*
+ * 0 on success; else the cudaError_t of cudaFuncGetAttributes (for a wgmma
+ * variant on a GPU other than 9.0: cudaErrorInvalidDeviceFunction or
+ * cudaErrorNoKernelImageForDevice, its module holding only sm_90a code).
+ */
 int symk_variant_attrs(int variant, symk_attrs *out);
+/* The wgmma variants (moe_wgmma.cu), v counted from 0 among them. */
+int symk_wgmma_attrs(int v, symk_attrs *out);
 
 /* Weight dtypes beyond syc_load's F32/F16/BF16 (sy_dtype's numbers). */
 #define SYMK_FP8 3
@@ -97,6 +135,9 @@ void symk_gather(const float *x, int64_t ldx, const int32_t *tok, int64_t A, int
  */
 void symk_grouped_gemm(int variant, const float *xe, int64_t K, const void *w, int wdt, const symk_qw *q, int64_t M,
                        const symk_tile *tiles, int64_t n_tiles, const symk_counts *cnt, float *out);
+/* The wgmma part of symk_grouped_gemm (moe_wgmma.cu), v counted from 0 among the wgmma variants. */
+void symk_wgmma_gemm(int v, const float *xe, int64_t K, const void *w, int wdt, const symk_qw *q, int64_t M,
+                     const symk_tile *tiles, int64_t n_tiles, const symk_counts *cnt, float *out);
 /* g = silu(g) * u over rows x n (rows: at most A, cnt->rows when cnt is not NULL). */
 void symk_silu_mul(float *g, const float *u, int64_t rows, int64_t n, const symk_counts *cnt);
 /*

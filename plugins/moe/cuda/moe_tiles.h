@@ -13,10 +13,18 @@
 #include "moe_kern.h"
 #include "sytune.h"
 
+/* How a variant computes (moe_kern.h): which GPUs run it and whether it gives the fmaf tiles' bits. */
+typedef enum symt_kind {
+    SYMT_FMAF,  /* CUDA cores, one fmaf chain per output: every such tile gives the same bits */
+    SYMT_MMA,   /* mma.sync bf16 split products (sm_80+), within SYMT_TC_BOUND of the fmaf tiles */
+    SYMT_WGMMA, /* wgmma bf16 split products, sm_90a code: compute capability 9.0 only */
+} symt_kind;
+
 typedef struct symt_variant {
-    char name[24]; /* "64x32x32": output columns x assignment rows x k slice */
+    char name[24]; /* "64x32x32", "mma64x8x32", "wgmma128x16x32": output columns x assignment rows x k slice */
     int cols, rows, k;
     int threads;
+    symt_kind kind;
 } symt_variant;
 
 /* The variants in SYMK_VARIANTS order; index 0 is the default. */
@@ -30,7 +38,7 @@ void symt_names(char *out, size_t cap);
 /* What one block of a variant needs, from the compiler (cudaFuncGetAttributes or ptxas -v). */
 typedef struct symt_needs {
     int64_t static_smem, dyn_smem; /* bytes */
-    int regs;                      /* per thread */
+    int regs;                      /* per thread; -1: the build has no image of the variant for this GPU */
 } symt_needs;
 
 /* What a block may have on a device (cudaDeviceGetAttribute). */
@@ -38,13 +46,56 @@ typedef struct symt_limits {
     int64_t smem_per_block; /* cudaDevAttrMaxSharedMemoryPerBlockOptin: 232448 on SM90, 101376 on SM120 */
     int64_t regs_per_block; /* cudaDevAttrMaxRegistersPerBlock: 65536 */
     int max_threads;        /* cudaDevAttrMaxThreadsPerBlock: 1024 */
+    int cc;                 /* compute capability x 10: 90 on H100/H200, 120 on RTX PRO 6000 */
 } symt_limits;
 
 /*
- * 0 when a block of v fits the limits; else -1 and why says which limit,
- * with the variant's numbers and the device's.
+ * 0 when v runs on the device (its kind's compute capability) and a block
+ * of it fits the limits; else -1 and why says which, with the variant's
+ * numbers and the device's.
  */
 int symt_check(const symt_variant *v, const symt_needs *n, const symt_limits *l, char *why, size_t cap);
+
+/*
+ * The tensor-core tiles' self-check (moe_cuda.c runs it on the GPU before a
+ * variant's first use): its output against the default fmaf tile's on a
+ * seeded random problem of the layer's dtype and K. Pass: max |got - ref|
+ * / max |ref| <= SYMT_TC_BOUND and every value finite; a wrong fragment
+ * layout gives errors of order 1, the split products about 1e-6.
+ */
+#define SYMT_TC_BOUND 1e-4
+/*
+ * 0 when got is within bound of ref (relative to max |ref|, both finite
+ * everywhere, n > 0), else -1; *worst the relative error (INFINITY when a
+ * value is NaN or infinite, or ref is all zero while got is not).
+ */
+int symt_compare(const float *got, const float *ref, size_t n, double bound, double *worst);
+
+/* Per variant: not yet checked, passed or failed its self-check (with its worst error). */
+enum { SYMT_UNCHECKED, SYMT_PASSED, SYMT_FAILED };
+typedef struct symt_verdicts {
+    int state[SYMK_N_VARIANTS];
+    double worst[SYMK_N_VARIANTS];
+} symt_verdicts;
+
+/* Runs variant's self-check: SY_OK with *pass and *worst, or an error (the GPU failed, not the variant). */
+typedef int (*symt_selfcheck_fn)(void *ctx, int variant, int *pass, double *worst, sy_err *err);
+
+/* The verdict of variant (running fn once when unchecked; fmaf tiles always pass): SY_OK with *pass, or fn's error. */
+int symt_verdict(symt_verdicts *vd, int variant, symt_selfcheck_fn fn, void *ctx, int *pass, sy_err *err);
+/*
+ * `tile = NAME` naming a tensor-core variant: SY_OK when it passes its
+ * self-check, else SY_ERR_UNSUPPORTED saying it failed, with its worst
+ * error and the bound (a variant forced by name never falls back quietly).
+ */
+int symt_key_selfcheck(symt_verdicts *vd, int variant, symt_selfcheck_fn fn, void *ctx, sy_err *err);
+/*
+ * A tuning table's buckets: each tensor-core variant they name is checked
+ * once; a failed one is replaced by the default fmaf tile (index 0) in
+ * every bucket, with one warning on host naming it and its worst error.
+ */
+int symt_table_selfcheck(sytune_table *t, symt_verdicts *vd, symt_selfcheck_fn fn, void *ctx, const sy_host *host,
+                         const char *log_name, sy_err *err);
 
 /* Every variant's needs on one device and the device's limits: what table entries are checked against. */
 typedef struct symt_fit {
