@@ -196,55 +196,9 @@ extern "C" void sydk_combine(const float *tmp, int64_t n, int64_t m, const void 
  * its strided columns (it visits them in increasing order, so a strict
  * comparison keeps the lowest); the block then merges pairs, the lower
  * column winning equal values (-0 == +0). A NaN at column 0 is the pick
- * whatever follows (the rule in plugin.h, the host sampler's).
+ * whatever follows (the rule in plugin.h, the host sampler's). Every
+ * thread gets the pick (sample uses it too).
  */
-__global__ void k_argmax(const float *x, int64_t ldx, int64_t cols, int32_t *ids, float *vals)
-{
-    __shared__ float sv[ROW_THREADS];
-    __shared__ int64_t si[ROW_THREADS];
-    const int64_t r = blockIdx.x;
-    const float *row = x + r * ldx;
-    float bv = 0.0f;
-    int64_t bi = -1;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        const float v = row[c];
-        if (v == v && (bi < 0 || v > bv)) {
-            bv = v;
-            bi = c;
-        }
-    }
-    sv[threadIdx.x] = bv;
-    si[threadIdx.x] = bi;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            const float ov = sv[threadIdx.x + s];
-            const int64_t oi = si[threadIdx.x + s];
-            const int64_t mi = si[threadIdx.x];
-            if (oi >= 0 && (mi < 0 || ov > sv[threadIdx.x] || (ov == sv[threadIdx.x] && oi < mi))) {
-                sv[threadIdx.x] = ov;
-                si[threadIdx.x] = oi;
-            }
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        const float x0 = row[0];
-        const int64_t pick = x0 != x0 || si[0] < 0 ? 0 : si[0];
-        ids[r] = (int32_t)pick;
-        vals[r] = row[pick];
-    }
-}
-
-extern "C" void sydk_argmax(const float *x, int64_t ldx, int64_t rows, int64_t cols, int32_t *ids_dev, float *vals_dev)
-{
-    if (rows > 0)
-        k_argmax<<<(unsigned)rows, ROW_THREADS>>>(x, ldx, cols, ids_dev, vals_dev);
-}
-
-/* ----------------------------------------------------------------- sample */
-
-/* argmax's pick of the row in one block (k_argmax's loop and merge); every thread gets it. */
 __device__ static int64_t block_pick(const float *row, int64_t cols, float *sv, int64_t *si)
 {
     float bv = 0.0f;
@@ -276,6 +230,27 @@ __device__ static int64_t block_pick(const float *row, int64_t cols, float *sv, 
     __syncthreads(); /* sv/si are reused by the caller */
     return pick;
 }
+
+__global__ void k_argmax(const float *x, int64_t ldx, int64_t cols, int32_t *ids, float *vals)
+{
+    __shared__ float sv[ROW_THREADS];
+    __shared__ int64_t si[ROW_THREADS];
+    const int64_t r = blockIdx.x;
+    const float *row = x + r * ldx;
+    const int64_t pick = block_pick(row, cols, sv, si);
+    if (threadIdx.x == 0) {
+        ids[r] = (int32_t)pick;
+        vals[r] = row[pick];
+    }
+}
+
+extern "C" void sydk_argmax(const float *x, int64_t ldx, int64_t rows, int64_t cols, int32_t *ids_dev, float *vals_dev)
+{
+    if (rows > 0)
+        k_argmax<<<(unsigned)rows, ROW_THREADS>>>(x, ldx, cols, ids_dev, vals_dev);
+}
+
+/* ----------------------------------------------------------------- sample */
 
 __device__ static double block_sum_d(double v, double *sd)
 {
