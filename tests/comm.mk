@@ -15,6 +15,12 @@ tests_comm_test_comm_tcp_SOURCES = tests/comm/test_comm_tcp.c tests/comm/comm_ha
 tests_comm_test_comm_tcp_CPPFLAGS = $(libsycore_a_CPPFLAGS)
 tests_comm_test_comm_tcp_LDADD = $(SY_CORE_LIBS)
 
+# Every built CUDA plugin calls the CUDA runtime's per-thread-stream entry
+# points only (the comm plugins' ordering with the device's kernels); reads
+# the plugins' imports, needs no GPU; skipped without CUDA plugins.
+TESTS += tests/comm/test_cuda_streams.sh
+EXTRA_DIST += tests/comm/test_cuda_streams.sh
+
 # A pretend GPU family (tests/plugins/sytest_gpu.c): bench-comm must open the
 # device plugin in each forked rank, with local rank = rank, before a comm
 # plugin that works on device memory (as nccl and cuda-p2p on "cuda").

@@ -20,3 +20,8 @@ tests_plugins_sytest_frontend_la_LDFLAGS = $(SY_TEST_PLUGIN_LDFLAGS)
 tests_plugins_sytest_frontend_la_LIBADD = -lpthread
 TESTS += tests/cli/test_serve_cli.sh
 EXTRA_DIST += tests/cli/test_serve_cli.sh
+
+# /metrics' [device] graphs counters through `switchyard serve` and HTTP, on
+# the graph-op test wrappers of tests/graphs.mk (sygraph, sygraph-attn).
+TESTS += tests/cli/test_serve_graph_metrics.sh
+EXTRA_DIST += tests/cli/test_serve_graph_metrics.sh

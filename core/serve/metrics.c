@@ -105,6 +105,17 @@ int sy_serve_metrics_render(sy_serve_metrics *m, const char *model, sy_buf *out)
     rc |= metric(out, "switchyard_num_preemptions_total", "counter", "Requests preempted for KV blocks (recomputed).",
                  model, (double)m->preemptions);
     rc |= metric(out, "switchyard_engine_steps_total", "counter", "Engine steps run.", model, (double)m->steps);
+    rc |= metric(out, "switchyard_graphs_enabled", "gauge",
+                 "1 while [device] graphs records and replays decode steps; 0 when off, not possible with these "
+                 "plugins, or after a recording or replay failed.",
+                 model, m->graphs_on ? 1.0 : 0.0);
+    rc |= metric(out, "switchyard_graph_replays_total", "counter", "Engine steps replayed from a recorded graph.",
+                 model, (double)m->graph_replays);
+    rc |= metric(out, "switchyard_graph_recordings_total", "counter", "Decode steps recorded as graphs.", model,
+                 (double)m->graph_recordings);
+    rc |= metric(out, "switchyard_graph_eager_steps_total", "counter",
+                 "Engine steps run op by op (graphs off, a step shape seen the first time, prefill, a fallback).",
+                 model, (double)m->graph_eager_steps);
     rc |= emit(out, "# HELP switchyard_requests_total Finished requests by outcome.\n"
                     "# TYPE switchyard_requests_total counter\n"
                     "switchyard_requests_total{model_name=\"%s\",outcome=\"finished\"} %llu\n"

@@ -7,6 +7,7 @@
 #define SY_SERVE_METRICS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,11 @@ typedef struct sy_serve_metrics {
     /* Counters. */
     uint64_t prompt_tokens, generation_tokens, cached_tokens, preemptions, steps;
     uint64_t requests_ok, requests_aborted, requests_failed;
+    /* [device] graphs, copied from sy_engine_graph_stats after each step: whether
+     * recording is in use (a gauge: it drops to 0 when a recording or replay failed),
+     * decode steps replayed, recordings made, steps run op by op. */
+    bool graphs_on;
+    uint64_t graph_replays, graph_recordings, graph_eager_steps;
     sy_hist ttft, tpot, e2e;
 } sy_serve_metrics;
 

@@ -100,6 +100,8 @@ static void list_insert_ordered(seq_list *l, sy_seq *q)
 
 /* ------------------------------------------------------------ set-up */
 
+static void update_gauges(sy_sched *s);
+
 int sy_sched_new(sy_engine *e, sy_serve_metrics *metrics, sy_sched **out, sy_err *err)
 {
     *out = NULL;
@@ -130,6 +132,8 @@ int sy_sched_new(sy_engine *e, sy_serve_metrics *metrics, sy_sched **out, sy_err
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate scheduler buffers for %d sequences x %d logits",
                           s->max_seqs, s->vocab);
     }
+    /* /metrics is right before the first request: the pool's size, whether graphs are on. */
+    update_gauges(s);
     *out = s;
     return SY_OK;
 }
@@ -147,7 +151,13 @@ static void update_gauges(sy_sched *s)
     if (!s->m)
         return;
     const int32_t idle = sy_prefix_cache_idle(s->pc);
+    sy_engine_graph_counts gc;
+    sy_engine_graph_stats(s->e, &gc);
     pthread_mutex_lock(&s->m->lock);
+    s->m->graphs_on = gc.on;
+    s->m->graph_replays = gc.replays;
+    s->m->graph_recordings = gc.recorded;
+    s->m->graph_eager_steps = gc.eager;
     s->m->running = s->running.n;
     s->m->waiting = s->waiting.n;
     s->m->kv_total = s->kv->n_blocks;

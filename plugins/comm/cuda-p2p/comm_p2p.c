@@ -12,6 +12,14 @@
  * shared segment (shm_seg.c, compiled in): the same timeouts and dead-peer
  * detection as the shm plugin.
  *
+ * Every copy and the sum kernel go on the calling thread's per-thread
+ * default stream, the one the device plugin's kernels use (sycuda.h), so
+ * they follow the work that made the operands without any implicit
+ * synchronisation. A host barrier only says something about the GPU once
+ * that stream is drained (drain()): before a barrier that publishes this
+ * rank's bank (device-to-device copies return before they are done) and
+ * before one that lets the peers reuse banks this rank read.
+ *
  * probe scores 60 (above nccl's 50) when at least two GPUs are visible
  * and every pair reports peer access, so [comm] plugin = auto tries it
  * first; setup then checks every peer with a real copy under the timeout
@@ -36,6 +44,11 @@
 #include "shm_seg.h"
 #include "sycomm_args.h"
 #include "sycuda.h"
+
+/* The runtime calls without a stream (cudaMemset) must go to the per-thread stream: SY_CUDA_CPPFLAGS. */
+#ifndef CUDA_API_PER_THREAD_DEFAULT_STREAM
+#error "comm cuda-p2p: build with SY_CUDA_CPPFLAGS (CUDA_API_PER_THREAD_DEFAULT_STREAM), as every CUDA plugin"
+#endif
 
 #define NAME "cuda-p2p"
 #define PROBE_BYTES ((size_t)16 << 20)
@@ -137,7 +150,8 @@ static void destroy(void *inst)
     if (c->gpu >= 0)
         cudaSetDevice(c->gpu); /* the banks and the peer mappings belong to it, whichever thread destroys */
     if (c->ready && !c->broken) {
-        /* Peers may still be reading this rank's banks: leave together. */
+        /* Peers may still be reading this rank's banks: leave together. The whole device, not one stream:
+         * the thread destroying may not be the one that queued the last copies. */
         sy_err err;
         cudaDeviceSynchronize();
         shm_seg_barrier(&c->seg, (uint64_t)OP_LEAVE << 56, 0, "leaving", &err);
@@ -192,6 +206,13 @@ static int cuda_fail(comm_p2p *c, cudaError_t e, const char *what, sy_err *err)
         if (p2p_e_ != cudaSuccess)                       \
             return cuda_fail((c), p2p_e_, (what), (err)); \
     } while (0)
+
+/* Waits for everything this thread queued (see the top): its copies and kernels are then done. */
+static int drain(comm_p2p *c, const char *what, sy_err *err)
+{
+    P2P_TRY(c, cudaStreamSynchronize(cudaStreamPerThread), what, err);
+    return SY_OK;
+}
 
 static int setup(void *inst, int rank, int world, const char *rendezvous, double timeout_s, sy_err *err)
 {
@@ -257,8 +278,10 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
     }
     /* A real transfer from every peer, timed: mapped is not the same as fast. */
     const size_t probe = PROBE_BYTES < c->bank_bytes ? PROBE_BYTES : c->bank_bytes;
-    P2P_TRY(c, cudaMemset(c->buf, rank & 0xff, 2 * c->bank_bytes), "clearing the peer buffer", err);
-    P2P_TRY(c, cudaDeviceSynchronize(), "clearing the peer buffer", err);
+    P2P_TRY(c, cudaMemsetAsync(c->buf, rank & 0xff, 2 * c->bank_bytes, cudaStreamPerThread),
+            "clearing the peer buffer", err);
+    if ((rc = drain(c, "clearing the peer buffer", err)))
+        return rc;
     if ((rc = shm_seg_barrier(&c->seg, (uint64_t)OP_SETUP << 56 | 1, 1, "peer buffers ready", err)))
         return fail(c, rc, err);
     peer_verdict mine = {SY_OK, ""};
@@ -267,8 +290,11 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
             continue;
         const double t0 = now_s();
         /* Into bank 1 of this rank's own buffer: nobody reads it before the next barrier. */
-        P2P_TRY(c, cudaMemcpy((char *)c->buf + c->bank_bytes, c->peer[r], probe, cudaMemcpyDeviceToDevice),
-                "peer copy", err);
+        P2P_TRY(c, cudaMemcpyAsync((char *)c->buf + c->bank_bytes, c->peer[r], probe, cudaMemcpyDeviceToDevice,
+                                   cudaStreamPerThread), "peer copy", err);
+        /* Timed to the copy's end: a device-to-device cudaMemcpy returns once queued. */
+        if ((rc = drain(c, "peer copy", err)))
+            return rc;
         const double dt = now_s() - t0, gbs = (double)probe / (dt > 1e-9 ? dt : 1e-9) / 1e9;
         unsigned char first = 0;
         P2P_TRY(c, cudaMemcpy(&first, (char *)c->buf + c->bank_bytes, 1, cudaMemcpyDeviceToHost), "peer check", err);
@@ -366,16 +392,19 @@ static int allreduce_sum(void *inst, sy_tensor *t, sy_err *err)
     for (size_t off = 0; off < n; off += chunk, c->step++) {
         const size_t len = n - off < chunk ? n - off : chunk;
         const size_t bank_off = (size_t)(c->step & 1) * c->bank_bytes;
-        P2P_TRY(c, cudaMemcpy((char *)c->buf + bank_off, data + off, len * sizeof(float), cudaMemcpyDeviceToDevice),
-                "allreduce: copy in", err);
+        P2P_TRY(c, cudaMemcpyAsync((char *)c->buf + bank_off, data + off, len * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, cudaStreamPerThread), "allreduce: copy in", err);
+        if ((rc = drain(c, "allreduce: copy in", err)))
+            return rc;
         if ((rc = shm_seg_barrier(&c->seg, desc_of(OP_ALLREDUCE, len * sizeof(float)), 1, "allreduce_sum", err)))
             return fail(c, rc, err);
         const float *src[SYP2P_MAX_RANKS];
         for (int r = 0; r < c->seg.world; r++)
             src[r] = (const float *)((const char *)c->peer[r] + bank_off);
-        syp2p_sum(data + off, src, c->seg.world, len);
+        P2P_TRY(c, syp2p_sum(data + off, src, c->seg.world, len), "allreduce: sum kernel launch", err);
         /* Done reading the peers' bank before the next barrier lets them reuse it. */
-        P2P_TRY(c, cudaDeviceSynchronize(), "allreduce: sum", err);
+        if ((rc = drain(c, "allreduce: sum", err)))
+            return rc;
     }
     if (host)
         P2P_TRY(c, cudaMemcpy(t->data, c->scratch, bytes, cudaMemcpyDeviceToHost), "stage out", err);
@@ -397,13 +426,17 @@ static int allgather(void *inst, const sy_tensor *in, sy_tensor *out, sy_err *er
     for (size_t off = 0; off < bytes; off += c->bank_bytes, c->step++) {
         const size_t len = bytes - off < c->bank_bytes ? bytes - off : c->bank_bytes;
         const size_t bank_off = (size_t)(c->step & 1) * c->bank_bytes;
-        P2P_TRY(c, cudaMemcpy((char *)c->buf + bank_off, (const char *)in->data + off, len, cudaMemcpyDefault),
-                "allgather: copy in", err);
+        P2P_TRY(c, cudaMemcpyAsync((char *)c->buf + bank_off, (const char *)in->data + off, len, cudaMemcpyDefault,
+                                   cudaStreamPerThread), "allgather: copy in", err);
+        if ((rc = drain(c, "allgather: copy in", err)))
+            return rc;
         if ((rc = shm_seg_barrier(&c->seg, desc_of(OP_ALLGATHER, len), 1, "allgather", err)))
             return fail(c, rc, err);
         for (size_t r = 0; r < W; r++)
-            P2P_TRY(c, cudaMemcpy((char *)out->data + r * bytes + off, (const char *)c->peer[r] + bank_off, len,
-                                  cudaMemcpyDefault), "allgather: copy out", err);
+            P2P_TRY(c, cudaMemcpyAsync((char *)out->data + r * bytes + off, (const char *)c->peer[r] + bank_off, len,
+                                       cudaMemcpyDefault, cudaStreamPerThread), "allgather: copy out", err);
+        if ((rc = drain(c, "allgather: copy out", err)))
+            return rc;
     }
     return SY_OK;
 }
@@ -421,14 +454,20 @@ static int broadcast(void *inst, void *buf, size_t bytes, int root, sy_err *err)
     for (size_t off = 0; off < bytes; off += c->bank_bytes, c->step++) {
         const size_t len = bytes - off < c->bank_bytes ? bytes - off : c->bank_bytes;
         const size_t bank_off = (size_t)(c->step & 1) * c->bank_bytes;
-        if (c->seg.rank == root)
-            P2P_TRY(c, cudaMemcpy((char *)c->buf + bank_off, (char *)buf + off, len, cudaMemcpyDefault),
-                    "broadcast: copy in", err);
+        if (c->seg.rank == root) {
+            P2P_TRY(c, cudaMemcpyAsync((char *)c->buf + bank_off, (char *)buf + off, len, cudaMemcpyDefault,
+                                       cudaStreamPerThread), "broadcast: copy in", err);
+            if ((rc = drain(c, "broadcast: copy in", err)))
+                return rc;
+        }
         if ((rc = shm_seg_barrier(&c->seg, desc_of(OP_BROADCAST, len), 1, "broadcast", err)))
             return fail(c, rc, err);
-        if (c->seg.rank != root)
-            P2P_TRY(c, cudaMemcpy((char *)buf + off, (const char *)c->peer[root] + bank_off, len, cudaMemcpyDefault),
-                    "broadcast: copy out", err);
+        if (c->seg.rank != root) {
+            P2P_TRY(c, cudaMemcpyAsync((char *)buf + off, (const char *)c->peer[root] + bank_off, len,
+                                       cudaMemcpyDefault, cudaStreamPerThread), "broadcast: copy out", err);
+            if ((rc = drain(c, "broadcast: copy out", err)))
+                return rc;
+        }
     }
     return SY_OK;
 }
@@ -439,7 +478,9 @@ static int barrier(void *inst, sy_err *err)
     int rc = check_ready(c, "barrier", err);
     if (rc || c->seg.world == 1)
         return rc;
-    P2P_TRY(c, cudaDeviceSynchronize(), "barrier", err);
+    /* This thread's work (every CUDA plugin's, sycuda.h) is done before the ranks meet. */
+    if ((rc = drain(c, "barrier", err)))
+        return rc;
     if ((rc = shm_seg_barrier(&c->seg, desc_of(OP_BARRIER, 0), 1, "barrier", err)))
         return fail(c, rc, err);
     return SY_OK;

@@ -21,15 +21,18 @@ __global__ void k_sum(float *out, srcs s, int world, size_t n)
     }
 }
 
-extern "C" void syp2p_sum(float *out, const float *const *src, int world, size_t n)
+extern "C" cudaError_t syp2p_sum(float *out, const float *const *src, int world, size_t n)
 {
-    if (n == 0 || world < 1 || world > SYP2P_MAX_RANKS)
-        return;
+    if (world < 1 || world > SYP2P_MAX_RANKS)
+        return cudaErrorInvalidValue;
+    if (n == 0)
+        return cudaSuccess;
     srcs s;
     for (int r = 0; r < world; r++)
         s.p[r] = src[r];
     size_t blocks = (n + 255) / 256;
     if (blocks > 1024)
         blocks = 1024; /* enough to saturate NVLink; more only adds scheduling */
-    k_sum<<<(unsigned)blocks, 256>>>(out, s, world, n);
+    k_sum<<<(unsigned)blocks, 256, 0, cudaStreamPerThread>>>(out, s, world, n);
+    return cudaGetLastError();
 }

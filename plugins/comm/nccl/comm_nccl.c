@@ -22,7 +22,18 @@
  *
  * Buffers may be device memory (the engine's activations) or host memory
  * (sy bench-comm); host buffers are staged through a device scratch buffer.
- * Work is queued on the legacy default stream, like the other CUDA plugins.
+ *
+ * Streams: the device plugin's kernels and this plugin's copies run on the
+ * calling thread's per-thread default stream (sycuda.h). The collectives
+ * themselves cannot be handed that stream: a non-blocking communicator
+ * launches them from a thread of NCCL's own, where cudaStreamPerThread
+ * would name that thread's stream (NVIDIA/nccl issue 1976), and the legacy
+ * default stream would order them only by its implicit synchronisation.
+ * So they go on a stream of this instance, joined both ways by events: it
+ * waits for what the calling thread queued before the collective, and the
+ * calling thread's stream waits for the collective (besides the host wait
+ * of finish), so the copy out of a staged buffer and the next kernels read
+ * the result.
  */
 #include "config.h"
 
@@ -48,6 +59,11 @@
 #include "sycomm_args.h"
 #include "sycuda.h"
 
+/* The runtime calls without a stream (cudaMemcpy) must go to the per-thread stream: comm-nccl.mk's SY_CUDA_CPPFLAGS. */
+#ifndef CUDA_API_PER_THREAD_DEFAULT_STREAM
+#error "comm nccl: build with SY_CUDA_CPPFLAGS (CUDA_API_PER_THREAD_DEFAULT_STREAM), as every CUDA plugin"
+#endif
+
 #define NAME "nccl"
 
 typedef struct comm_nccl {
@@ -57,7 +73,9 @@ typedef struct comm_nccl {
     int ready, broken;
     double timeout_s;
     ncclComm_t comm;
-    cudaEvent_t done;
+    cudaStream_t stream; /* where the collectives run (see the top) */
+    cudaEvent_t queued;  /* recorded on the caller's stream before a collective; the collective waits for it */
+    cudaEvent_t done;    /* recorded after a collective; the host and the caller's stream wait for it */
     void *stage;
     size_t stage_cap;
 } comm_nccl;
@@ -119,6 +137,10 @@ static void destroy(void *inst)
     }
     if (c->done)
         cudaEventDestroy(c->done);
+    if (c->queued)
+        cudaEventDestroy(c->queued);
+    if (c->stream)
+        cudaStreamDestroy(c->stream);
     if (c->stage)
         cudaFree(c->stage);
     free(c);
@@ -434,6 +456,9 @@ static int setup(void *inst, int rank, int world, const char *rendezvous, double
     if (rc)
         return rc;
     SYC_TRY(err, cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming), "comm nccl: event");
+    SYC_TRY(err, cudaEventCreateWithFlags(&c->queued, cudaEventDisableTiming), "comm nccl: event");
+    /* Non-blocking: ordered with the device plugin's work by the events only, never by the legacy stream. */
+    SYC_TRY(err, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "comm nccl: stream");
     c->ready = 1;
     return SY_OK;
 }
@@ -450,7 +475,16 @@ static int check_ready(const comm_nccl *c, const char *op, sy_err *err)
     return SY_OK;
 }
 
-/* Queued collective done: waits for the completion event and the communicator, under the timeout. */
+/* Before a collective: its stream waits for everything the calling thread queued so far (the operands). */
+static int join_caller(comm_nccl *c, sy_err *err)
+{
+    SYC_TRY(err, cudaEventRecord(c->queued, cudaStreamPerThread), "comm nccl: event record (caller's stream)");
+    SYC_TRY(err, cudaStreamWaitEvent(c->stream, c->queued, 0), "comm nccl: collective stream waits for the caller");
+    return SY_OK;
+}
+
+/* Queued collective done: waits for the completion event and the communicator, under the timeout; the calling
+ * thread's stream then waits for the collective too. */
 static int finish(comm_nccl *c, ncclResult_t r, const char *what, sy_err *err)
 {
     if (r != ncclSuccess && r != ncclInProgress) {
@@ -462,11 +496,15 @@ static int finish(comm_nccl *c, ncclResult_t r, const char *what, sy_err *err)
     int rc = wait_comm(c, what, deadline, err);
     if (rc)
         return rc;
-    SYC_TRY(err, cudaEventRecord(c->done, 0), "comm nccl: event record");
+    /* After wait_comm: a non-blocking communicator has only queued the work on c->stream once it reports done. */
+    SYC_TRY(err, cudaEventRecord(c->done, c->stream), "comm nccl: event record");
     for (;;) {
         cudaError_t e = cudaEventQuery(c->done);
-        if (e == cudaSuccess)
+        if (e == cudaSuccess) {
+            SYC_TRY(err, cudaStreamWaitEvent(cudaStreamPerThread, c->done, 0),
+                    "comm nccl: caller's stream waits for the collective");
             return SY_OK;
+        }
         if (e != cudaErrorNotReady)
             return syc_fail(err, e, "comm nccl: collective");
         if ((rc = wait_comm(c, what, deadline, err)))
@@ -530,7 +568,8 @@ static int allreduce_sum(void *inst, sy_tensor *t, sy_err *err)
         SYC_TRY(err, cudaMemcpy(c->stage, t->data, bytes, cudaMemcpyHostToDevice), "comm nccl: stage in");
         buf = c->stage;
     }
-    if ((rc = finish(c, ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, c->comm, 0), "allreduce_sum", err)))
+    if ((rc = join_caller(c, err)) ||
+        (rc = finish(c, ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, c->comm, c->stream), "allreduce_sum", err)))
         return rc;
     if (host)
         SYC_TRY(err, cudaMemcpy(t->data, c->stage, bytes, cudaMemcpyDeviceToHost), "comm nccl: stage out");
@@ -567,7 +606,8 @@ static int allgather(void *inst, const sy_tensor *in, sy_tensor *out, sy_err *er
         src = (char *)c->stage + n * es * (size_t)c->world;
         dst = c->stage;
     }
-    if ((rc = finish(c, ncclAllGather(src, dst, n, ty, c->comm, 0), "allgather", err)))
+    if ((rc = join_caller(c, err)) ||
+        (rc = finish(c, ncclAllGather(src, dst, n, ty, c->comm, c->stream), "allgather", err)))
         return rc;
     if (host)
         SYC_TRY(err, cudaMemcpy(out->data, c->stage, n * es * (size_t)c->world, cudaMemcpyDeviceToHost),
@@ -593,7 +633,8 @@ static int broadcast(void *inst, void *buf, size_t bytes, int root, sy_err *err)
         SYC_TRY(err, cudaMemcpy(c->stage, buf, bytes, cudaMemcpyHostToDevice), "comm nccl: stage in");
         b = c->stage;
     }
-    if ((rc = finish(c, ncclBroadcast(b, b, bytes, ncclUint8, root, c->comm, 0), "broadcast", err)))
+    if ((rc = join_caller(c, err)) ||
+        (rc = finish(c, ncclBroadcast(b, b, bytes, ncclUint8, root, c->comm, c->stream), "broadcast", err)))
         return rc;
     if (host)
         SYC_TRY(err, cudaMemcpy(buf, c->stage, bytes, cudaMemcpyDeviceToHost), "comm nccl: stage out");
@@ -608,7 +649,9 @@ static int barrier(void *inst, sy_err *err)
         return rc;
     if ((rc = stage(c, sizeof(float), err)))
         return rc;
-    return finish(c, ncclAllReduce(c->stage, c->stage, 1, ncclFloat32, ncclSum, c->comm, 0), "barrier", err);
+    if ((rc = join_caller(c, err)))
+        return rc;
+    return finish(c, ncclAllReduce(c->stage, c->stage, 1, ncclFloat32, ncclSum, c->comm, c->stream), "barrier", err);
 }
 
 static const sy_comm_ops ops = {
