@@ -208,7 +208,8 @@ static int dev_alloc(void *inst, sy_tensor *t, sy_err *err)
     sy_cuda_dev *d = inst;
     size_t bytes;
     int rc = tensor_bytes(t, "alloc", &bytes, err);
-    if (rc || (rc = sy__cuda_enter(d, err)))
+    /* Inside a recording cudaMallocAsync would become a graph node: memory that lives only while a replay runs. */
+    if (rc || (rc = sy__cuda_enter(d, err)) || (rc = sy__cuda_no_capture("alloc", err)))
         return rc;
     void *p = NULL;
     cudaError_t e = cudaMallocAsync(&p, bytes ? (bytes + 255) / 256 * 256 : 256, 0);

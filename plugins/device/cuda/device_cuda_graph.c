@@ -18,8 +18,8 @@ int sy__cuda_no_capture(const char *op, sy_err *err)
 {
     if (!syc_capturing())
         return SY_OK;
-    return sy_err_set(err, SY_ERR_UNSUPPORTED, "device cuda: %s waits for the GPU or copies to the host, which a "
-                      "recorded step (CUDA graph) cannot hold", op);
+    return sy_err_set(err, SY_ERR_UNSUPPORTED, "device cuda: %s waits for the GPU, copies to the host or allocates, "
+                      "which a recorded step (CUDA graph) cannot hold", op);
 }
 
 void *sy__cuda_host_alloc(void *inst, size_t bytes, sy_err *err)

@@ -1,7 +1,8 @@
 /*
  * device/cuda kernels: the memory-bound glue between the GEMMs. One thread
  * block per row for the reductions (rmsnorm), a grid-stride loop for the
- * elementwise ops. All launch on the legacy default stream (see sycuda.h)
+ * elementwise ops. All launch on the calling thread's per-thread default
+ * stream (cuda.mk: --default-stream per-thread)
  * and use only static shared memory.
  */
 #include <math.h>

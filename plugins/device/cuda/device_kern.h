@@ -1,7 +1,7 @@
 /*
  * Launchers of the device/cuda kernels (device_kern.cu), callable from C.
- * Pointers are device memory; every launcher queues on the legacy default
- * stream and returns at once (errors surface through cudaGetLastError).
+ * Pointers are device memory; every launcher queues on the calling thread's
+ * per-thread default stream (cuda.mk) and returns at once (errors surface through cudaGetLastError).
  * dt/wdt/bdt are sy_dtype values (F32, F16 or BF16).
  */
 #ifndef SY_DEVICE_KERN_H

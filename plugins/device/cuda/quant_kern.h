@@ -2,7 +2,8 @@
  * Launchers of the FP8 / NVFP4 linear kernels (quant_kern.cu), callable
  * from C. w is a weight as prepare_weight laid it out (device_quant.h):
  * codes at w, scales at scale; fp4 selects NVFP4 (else FP8 E4M3). Every
- * launcher queues on the legacy default stream and returns at once.
+ * launcher queues on the calling thread's per-thread default stream and
+ * returns at once.
  */
 #ifndef SY_QUANT_KERN_H
 #define SY_QUANT_KERN_H
