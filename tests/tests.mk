@@ -4,6 +4,7 @@ include $(srcdir)/tests/tokenizer.mk
 include $(srcdir)/tests/model.mk
 include $(srcdir)/tests/plugin.mk
 include $(srcdir)/tests/cpu.mk
+include $(srcdir)/tests/moe.mk
 include $(srcdir)/tests/ref.mk
 include $(srcdir)/tests/arch.mk
 include $(srcdir)/tests/engine.mk

@@ -35,8 +35,16 @@ EXTRA_DIST += tests/gpu/test_plugin_check_device.sh
 check_PROGRAMS += tests/gpu/test_moe_cuda_tiles
 tests_gpu_test_moe_cuda_tiles_SOURCES = tests/gpu/test_moe_cuda_tiles.c plugins/moe/cuda/moe_tiles.c plugins/moe/cuda/moe_tiles.h \
 	plugins/moe/cuda/moe_kern.h plugins/common/moe/sytune.c plugins/common/moe/sytune.h
-tests_gpu_test_moe_cuda_tiles_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/moe/cuda -I$(top_srcdir)/plugins/common/moe
+tests_gpu_test_moe_cuda_tiles_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/moe/cuda -I$(top_srcdir)/plugins/common/cuda -I$(top_srcdir)/plugins/common/moe
 tests_gpu_test_moe_cuda_tiles_LDADD = -lm
+# attn/cuda's tensor-core prefill path as host C: fragment maps against the PTX table, the step's plan, the kernel's
+# algorithm emulated lane by lane against float64 attention, the key and self-check decisions (no GPU needed).
+TESTS += tests/gpu/test_attn_cuda_plan
+check_PROGRAMS += tests/gpu/test_attn_cuda_plan
+tests_gpu_test_attn_cuda_plan_SOURCES = tests/gpu/test_attn_cuda_plan.c plugins/attn/cuda/attn_plan.c \
+	plugins/attn/cuda/attn_plan.h
+tests_gpu_test_attn_cuda_plan_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/attn/cuda -I$(top_srcdir)/plugins/common/cuda
+tests_gpu_test_attn_cuda_plan_LDADD = -lm
 EXTRA_DIST += tests/gpu/test_doctor.sh tests/gpu/test_check_smem.sh tests/gpu/test_cuda_plugins.sh tests/gpu/run.sh tools/check-cuda-smem.sh
 if HAVE_CUDA
 TESTS += tests/gpu/test_cuda_plugins.sh

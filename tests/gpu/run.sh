@@ -7,14 +7,16 @@
 #      $SY_GPU_BUILD (default /tmp/sy-gpu-build)
 #   2. switchyard doctor
 #   3. tests/gpu/test_cuda_ops: every CUDA op against the CPU plugins on
-#      random inputs (relative-error bounds per dtype; NaN never passes)
+#      random inputs (relative-error bounds per dtype; NaN never passes),
+#      attention's tensor-core prefill kernel among them ("attention tc")
 #      3b. comm cuda-p2p with two ranks on the one GPU (bench-comm with
 #      the test-only same_device = allow: 0 wrong), and refused without it;
 #      unpinned, rank 1 of bench-comm nccl takes GPU 1 (refused on one GPU)
 #      3c. moe cuda: switchyard plugin-check through the cuda device
 #      (forward and expert ranges against float64), then tune-moe --dry-run
 #      of its tile variants on sy-mkmodel's test-mixtral (prints the table;
-#      every tensor-core tile listed, the mma ones timed, wgmma off 9.0 refused)
+#      every tensor-core tile listed, the mma ones timed, wgmma off 9.0 refused,
+#      fp4mma refused without NVFP4 activations)
 #   4. switchyard generate on the shared models with etc/examples/cuda.ini:
 #      the greedy ids must equal $SY_SHARED_DIR/models/expected_greedy.json's;
 #      4b. on sy-mkmodel's GLM-4.5, DeepSeek-V3 (MLA), GLM-5 (MLA + DSA) and
@@ -29,7 +31,8 @@
 #      $SY_GPU_MODEL_DIR, default /tmp/sy-gpu-model-8b), the GPU's copy
 #      bandwidth (tests/gpu/bw_probe), and decode tok/s at batch 1 and 64
 #      next to the bandwidth bound (weight bytes per step / bandwidth), and
-#      with [device] graphs = on
+#      with [device] graphs = on; then one 4000-token prefill step with
+#      attention's prefill rows on CUDA cores and on tensor cores
 #
 # Usage: tests/gpu/run.sh [--no-build] [--skip-8b]   (from the source tree)
 # SY_GPU_CONFIG replaces etc/examples/cuda.ini in steps 4-5 (a CPU config
@@ -88,6 +91,17 @@ rc=$?
 grep -E '^(FAIL|loaded)' "$logs/ops.log"
 tail -1 "$logs/ops.log"
 [ "$rc" -eq 0 ] || bad "test_cuda_ops exited $rc (see $logs/ops.log)"
+# Attention's tensor-core prefill kernel (prefill_kernel = tensor-cores: self-checked at each prepare) against
+# attn cpu: prefill-only, mixed and chunked steps, windows, groups 1-16, head dims 64/128, every cache dtype.
+ntc=$(grep -c '^ok   attention tc' "$logs/ops.log")
+echo "attention tc: $ntc comparisons within 1e-4 (tensor-core prefill kernel)"
+[ "$ntc" -ge 91 ] || bad "attention tc: $ntc passing comparisons, 91 expected (15 cases x 3 steps x 2 layers + the refusal) (see $logs/ops.log)"
+# [moe] activations = nvfp4 (W4A4): moe cuda against moe cpu in the mode; the block-scaled FP4 tiles (sm_120a)
+# self-checked and within 1e-4 on 12.0, refused elsewhere; their self-check lines from the log.
+grep -E '^(ok|FAIL) +moe (w4a4|fp4)' "$logs/ops.log"
+grep -E 'tile fp4mma[0-9x]+ self-check' "$logs/ops.log" | sort -u
+nw4=$(grep -c -E '^ok +moe (w4a4|fp4)' "$logs/ops.log")
+[ "$nw4" -ge 12 ] || bad "moe w4a4/fp4: $nw4 passing lines, at least 12 expected (2 token counts x (2 + 3 tiles) + the count + the refusal) (see $logs/ops.log)"
 
 step "3b. comm cuda-p2p: two ranks on one GPU over CUDA IPC (same_device = allow, a test-only key)"
 # The whole IPC path (handles, peer mappings, the timed peer copy, chunked
@@ -145,12 +159,16 @@ if "$build/sy-mkmodel" --preset test-mixtral --seed 7 --out "$build/gpu-presets/
         bad "tune-moe --dry-run on moe cuda exited $rc (see $logs/tune-moe.log)"
     # The tensor-core tiles are candidates: each mma tile timed (so it passed its self-check at prepare);
     # each wgmma tile timed on compute capability 9.0, elsewhere refused for that reason alone.
-    for t in mma64x8x32 mma64x32x32 mma128x64x32 wgmma128x16x32 wgmma128x64x32; do
+    # The fp4mma tiles are listed and refused here: test-mixtral's experts are not NVFP4 with activations = nvfp4.
+    for t in mma64x8x32 mma64x32x32 mma128x64x32 wgmma128x16x32 wgmma128x64x32 fp4mma64x8x128 fp4mma64x32x128 \
+             fp4mma128x64x128; do
         if ! grep -q "^  tile $t" "$logs/tune-moe.log"; then
             bad "tune-moe --dry-run did not list tile $t (see $logs/tune-moe.log)"
         elif grep -q "^  tile $t refused" "$logs/tune-moe.log"; then
             case $t in
                 wgmma*) grep -q "^  tile $t refused: .*compute capability 9.0 only" "$logs/tune-moe.log" ||
+                    bad "tune-moe refused tile $t: $(grep "^  tile $t refused" "$logs/tune-moe.log")" ;;
+                fp4mma*) grep -q "^  tile $t refused: .*activations = nvfp4" "$logs/tune-moe.log" ||
                     bad "tune-moe refused tile $t: $(grep "^  tile $t refused" "$logs/tune-moe.log")" ;;
                 *) bad "tune-moe refused tile $t: $(grep "^  tile $t refused" "$logs/tune-moe.log")" ;;
             esac
@@ -336,6 +354,25 @@ if [ $do_8b = yes ]; then
         awk -v b="$b" -v t="$tps" -v ms="$ms" -v bw="$bw" -v wb="$wb" -v gt="${gtps:-failed}" -v gms="${gms:-}" 'BEGIN {
             bound = b * bw * 1e9 / wb
             printf "| %d | %.1f | %.2f | %.1f | %.0f%% | %s | %s |\n", b, t, ms, bound, 100 * t / bound, gt, gms }'
+    done
+    # Time to first token: one 4000-token prefill step (the second of two; the first warms up) with attention's
+    # prefill rows on CUDA cores (k_attend) and on tensor cores (k_attend_tc, forced: an error if its self-check
+    # fails), the rest of the step being the same.
+    echo
+    printf '| prefill (tokens) | prefill_kernel | ms | tok/s |\n|---:|---|---:|---:|\n'
+    for pk in cuda-cores tensor-cores; do
+        pline=$("$build/tests/gpu/bench_decode" -c "$config" --plugin-dir "$plugins" --set "model.path=$model8b" \
+            --set attention.kv_dtype=bf16 --set "attention.prefill_kernel=$pk" --set scheduler.kv_cache_size=2G \
+            --set scheduler.max_batch_tokens=4096 --batch 2 --prompt 4000 --steps 3 --prefill-time 1 \
+            2>"$logs/bench-prefill-$pk.log")
+        echo "$pline" >>"$logs/bench-prefill-$pk.log"
+        pms=$(echo "$pline" | sed -n 's/^prefill: [0-9]* tokens in \([0-9.]*\) ms.*/\1/p')
+        ptps=$(echo "$pline" | sed -n 's/.* ms (\([0-9.]*\) tok\/s).*/\1/p')
+        if [ -z "$pms" ]; then
+            echo "| 4000 | $pk | failed: $(tail -1 "$logs/bench-prefill-$pk.log") | |"
+        else
+            echo "| 4000 | $pk | $pms | $ptps |"
+        fi
     done
 else
     echo "skipped (--skip-8b)"

@@ -9,7 +9,10 @@
  * bounds: 1e-5 where both sides compute in F32 from the same inputs
  * (glue ops, attention, MoE: only the summation order differs), 2e-5 for
  * linear on 16-bit weights (the GPU multiplies the activations as a 16-bit
- * hi + lo pair, ~16 mantissa bits of each activation), 3e-2 for
+ * hi + lo pair, ~16 mantissa bits of each activation), 1e-4 for attention's
+ * tensor-core prefill kernel ([attention] prefill_kernel = tensor-cores,
+ * which must pass its self-check at prepare: q, K, P and V as bf16 hi + lo
+ * pairs; head dim 256 refused), 3e-2 for
  * device.linear = round (activations rounded once to the weight's type).
  * FP8 / NVFP4 weights: 1e-5 (both dequantise to the same F32 values and
  * sum F32 products), 3e-2 with linear = round (BF16 tiles for n > 8).
@@ -393,30 +396,39 @@ static void test_rope(side *c, side *g)
 typedef struct attn_case {
     int n_heads, n_kv, D, window;
     sy_dtype kv;
-    int long_ctx; /* 600- and 300-token prefills, then decode: the CUDA plugins split such contexts (split-K) */
+    int long_ctx; /* 1: 600- and 300-token prefills, then decode: the CUDA plugins split such contexts (split-K);
+                   * 2: a step of prefills only (64, 17, 33 tokens), then chunks of 16 and 30 beside a decode row */
 } attn_case;
 
-static void test_attention(side *c, side *g, const attn_case *ac)
+/* The cases' comparisons against attn cpu at bound, labelled op. */
+static void test_attention_op(side *c, side *g, const attn_case *ac, const char *op, double bound)
 {
     sy_attn_problem p = {.struct_size = sizeof p, .n_layers = 2, .n_heads = ac->n_heads, .n_kv_heads = ac->n_kv,
-                         .head_dim = ac->D, .v_head_dim = ac->D, .block_size = 16, .n_blocks = ac->long_ctx ? 160 : 64,
+                         .head_dim = ac->D, .v_head_dim = ac->D, .block_size = 16, .n_blocks = ac->long_ctx == 1 ? 160 : 64,
                          .kv_dtype = ac->kv, .scale = 1.0f / sqrtf((float)ac->D), .sliding_window = ac->window};
     side *sd[2] = {c, g};
     for (int s = 0; s < 2; s++) {
         sy_err err = {{0}};
-        if (!sd[s]->a->supports(sd[s]->attn->inst, &p, &err) || sd[s]->a->prepare(sd[s]->attn->inst, &p, &err))
-            die(sd[s]->name, &err);
+        if (!sd[s]->a->supports(sd[s]->attn->inst, &p, &err) || sd[s]->a->prepare(sd[s]->attn->inst, &p, &err)) {
+            /* A failed self-check of the tensor-core kernel lands here: one failure, the other ops still run. */
+            checks++;
+            failures++;
+            printf("FAIL %-14s %d/%d heads d %d %s win %d: %s: %s\n", op, p.n_heads, p.n_kv_heads, p.head_dim,
+                   sy_dtype_name(ac->kv), ac->window, sd[s]->name, err.msg);
+            return;
+        }
     }
     /* Three sequences with scattered blocks. Step 1: prefills of 40, 9 and 20 tokens; step 2: a decode token, a
      * 7-token chunk and a decode token; step 3 after copying sequence 0's blocks to fresh ones (copy-on-write). */
     enum { S = 3, MB_MAX = 48 };
-    const int MB = ac->long_ctx ? MB_MAX : 8;
+    const int MB = ac->long_ctx == 1 ? MB_MAX : 8;
     int32_t bt[S * MB_MAX], used[160] = {0};
     for (int i = 0; i < S * MB; i++)
         used[bt[i] = (int32_t)((i * 37 + 5) % p.n_blocks)] = 1;
     const int32_t short_lens[3][S] = {{40, 9, 20}, {1, 7, 1}, {1, 1, 1}};
     const int32_t long_lens[3][S] = {{600, 300, 5}, {1, 1, 1}, {1, 4, 1}};
-    const int32_t(*lens)[S] = ac->long_ctx ? long_lens : short_lens;
+    const int32_t prefill_lens[3][S] = {{64, 17, 33}, {16, 30, 1}, {1, 1, 1}};
+    const int32_t(*lens)[S] = ac->long_ctx == 1 ? long_lens : ac->long_ctx == 2 ? prefill_lens : short_lens;
     int32_t ctx[S] = {0, 0, 0};
     for (int step = 0; step < 3; step++) {
         if (step == 2) { /* sequence 0's first three blocks move to unused ones after a copy */
@@ -454,14 +466,54 @@ static void test_attention(side *c, side *g, const attn_case *ac)
             }
             char cas[96];
             snprintf(cas, sizeof cas, "step %d layer %d: %d/%d heads d %d %s win %d%s", step, layer, p.n_heads,
-                     p.n_kv_heads, p.head_dim, sy_dtype_name(ac->kv), ac->window, ac->long_ctx ? " ctx 600" : "");
-            compare("attention", cas, out[1], out[0], (size_t)(T * qc), 1e-5);
+                     p.n_kv_heads, p.head_dim, sy_dtype_name(ac->kv), ac->window,
+                     ac->long_ctx == 1 ? " ctx 600" : ac->long_ctx == 2 ? " prefills" : "");
+            compare(op, cas, out[1], out[0], (size_t)(T * qc), bound);
             free(out[0]), free(out[1]);
         }
         for (int s = 0; s < S; s++)
             ctx[s] += lens[step][s];
         free(q), free(k), free(v);
     }
+}
+
+/* k_attend (prefill_kernel = cuda-cores): F32 sums in another order than the CPU's. */
+static void test_attention(side *c, side *g, const attn_case *ac)
+{
+    test_attention_op(c, g, ac, "attention", 1e-5);
+}
+
+/*
+ * The tensor-core prefill kernel (prefill_kernel = tensor-cores: prepare
+ * fails unless its self-check passed): the cases' prefill rows (sequences
+ * of 16 tokens or more) on k_attend_tc beside decode rows and short chunks
+ * on k_attend, against attn cpu within its bound (attn_plan.h
+ * SYAT_TC_BOUND, 1e-4: bf16 hi + lo split products); then a problem it
+ * does not take (head dim 256) refused by supports(), naming the head dim.
+ */
+static void test_attention_tc(side *c, side *gt)
+{
+    static const attn_case tc_cases[] = {
+        {8, 2, 64, 0, SY_DTYPE_F32, 0},   {8, 2, 64, 24, SY_DTYPE_BF16, 0}, {32, 8, 128, 0, SY_DTYPE_BF16, 0},
+        {16, 1, 128, 0, SY_DTYPE_F16, 0}, {4, 4, 64, 0, SY_DTYPE_F16, 0},   {8, 8, 128, 40, SY_DTYPE_F32, 0},
+        {32, 4, 128, 0, SY_DTYPE_F32, 0}, {24, 8, 64, 0, SY_DTYPE_BF16, 0},
+        /* 600- and 300-token prefills (10 and 5 tiles of 64 rows at group 1..4), then decode with split-K */
+        {8, 2, 64, 0, SY_DTYPE_F32, 1},   {8, 2, 64, 200, SY_DTYPE_BF16, 1}, {32, 4, 128, 0, SY_DTYPE_BF16, 1},
+        {8, 8, 128, 0, SY_DTYPE_F16, 1},
+        /* prefill-only steps, then chunked prefills after cached positions */
+        {8, 2, 64, 0, SY_DTYPE_F32, 2},   {32, 4, 128, 20, SY_DTYPE_BF16, 2}, {8, 8, 64, 0, SY_DTYPE_F16, 2},
+    };
+    for (size_t i = 0; i < sizeof tc_cases / sizeof tc_cases[0]; i++)
+        test_attention_op(c, gt, &tc_cases[i], "attention tc", 1e-4);
+    const sy_attn_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_heads = 4, .n_kv_heads = 4, .head_dim = 256,
+                               .v_head_dim = 256, .block_size = 16, .n_blocks = 8, .kv_dtype = SY_DTYPE_F32,
+                               .scale = 0.0625f};
+    sy_err err = {{0}};
+    const int ok = !gt->a->supports(gt->attn->inst, &p, &err) && strstr(err.msg, "head_dim 256") != NULL;
+    checks++;
+    failures += !ok;
+    printf("%-4s attention tc  head dim 256 refused with prefill_kernel = tensor-cores: %s\n", ok ? "ok" : "FAIL",
+           err.msg);
 }
 
 /* ---------------------------------------------------------------- MoE */
@@ -516,6 +568,12 @@ typedef int (*tile_candidates_fn)(void *inst, const char **names, int cap);
 static int is_tc_tile(const char *name)
 {
     return strncmp(name, "mma", 3) == 0 || strncmp(name, "wgmma", 5) == 0;
+}
+
+/* moe cuda's block-scaled FP4 tiles (activations = nvfp4 on NVFP4 experts only): test_moe_fp4act. */
+static int is_fp4_tile(const char *name)
+{
+    return strncmp(name, "fp4mma", 6) == 0;
 }
 
 static sy_plugin_inst *open_inst(sy_loader *ld, sy_host_ctx *host, sy_config *cfg, sy_plugin_kind kind,
@@ -587,8 +645,8 @@ static void test_moe_tiles(sy_loader *ld, sy_host_ctx *host, side *g)
         const int n = ns[k];
         float *ref = NULL;
         for (int v = 0; v < nv; v++) {
-            if (is_tc_tile(names[v]))
-                continue; /* not bit-identical by design: test_moe_tc */
+            if (is_tc_tile(names[v]) || is_fp4_tile(names[v]))
+                continue; /* not bit-identical by design: test_moe_tc, test_moe_fp4act */
             sy_config *cfg = sy_config_new();
             char set[96];
             snprintf(set, sizeof set, "moe.tile=%s", names[v]);
@@ -721,8 +779,8 @@ static void test_moe_quant(sy_loader *ld, sy_host_ctx *host, side *c, side *g, c
         const char *names[32];
         const int nv = cands ? cands(g->moe->inst, names, 32) : 0;
         for (int v = 1; v < nv; v++) {
-            if (is_tc_tile(names[v]))
-                continue; /* test_moe_tc */
+            if (is_tc_tile(names[v]) || is_fp4_tile(names[v]))
+                continue; /* test_moe_tc, test_moe_fp4act */
             sy_config *cfg = sy_config_new();
             char set[96];
             snprintf(set, sizeof set, "moe.tile=%s", names[v]);
@@ -974,6 +1032,169 @@ static void test_moe_tc(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
             free(data[i]);
         }
     }
+}
+
+/*
+ * W4A4 outputs of n tokens x h against a reference. The down GEMM's input
+ * is quantised from silu(gate) x up, which two GEMMs summing in different
+ * orders give within F32 rounding of each other: an element that close to
+ * a rounding boundary goes to neighbouring codes, which moves that token's
+ * outputs by up to ~1e-2 of their size. So: every token within bound
+ * (relative to the layer's max |ref|), except at most one within 3e-2; a
+ * wrong kernel misses on every token.
+ */
+static void compare_w4a4(const char *op, const char *cas, const float *got, const float *ref, int n, int h,
+                         double bound)
+{
+    double mx = 0, worst = 0;
+    int bad = 0, over = 0;
+    for (int i = 0; i < n * h; i++) {
+        bad |= !isfinite(got[i]) || !isfinite(ref[i]);
+        mx = fmax(mx, fabs((double)ref[i]));
+    }
+    for (int t = 0; t < n; t++) {
+        double d = 0;
+        for (int i = 0; i < h; i++)
+            d = fmax(d, fabs((double)got[t * h + i] - (double)ref[t * h + i]));
+        d /= mx > 1e-30 ? mx : 1e-30;
+        over += d > bound;
+        worst = fmax(worst, d);
+    }
+    const int ok = !bad && n > 0 && (over == 0 || (over == 1 && n > 1 && worst <= 3e-2));
+    checks++;
+    failures += !ok;
+    printf("%-4s %-14s %-44s rel %.2e  bound %.0e, %d of %d tokens over it%s\n", ok ? "ok" : "FAIL", op, cas, worst,
+           bound, over, n, bad ? "  (NaN/Inf)" : "");
+}
+
+/*
+ * A moe instance of plugin spec ("cpu" / "cuda") with activations = nvfp4
+ * and, unless NULL, tile = tile; *cfg_out its configuration, to free after it.
+ */
+static sy_plugin_inst *open_fp4act(sy_loader *ld, sy_host_ctx *host, const char *spec, const char *tile,
+                                   sy_config **cfg_out)
+{
+    sy_config *cfg = sy_config_new();
+    char set[96];
+    sy_err err = {{0}};
+    snprintf(set, sizeof set, "moe.tile=%s", tile ? tile : "");
+    if (!cfg || sy_config_set(cfg, "moe.activations=nvfp4", &err) || (tile && sy_config_set(cfg, set, &err)))
+        die("set-up", &err);
+    *cfg_out = cfg;
+    return open_inst(ld, host, cfg, SY_KIND_MOE, spec, spec, "moe");
+}
+
+/*
+ * [moe] activations = nvfp4 (W4A4) on NVFP4 experts (hidden 256, inter
+ * 192), 1 and 37 tokens: moe cuda's default tile (fmaf on the dequantised
+ * activations) against moe cpu in the same mode (1e-5: the same quantised
+ * values; the quantiser's bytes are the host's; compare_w4a4 says why one
+ * token may be further off), and each block-scaled
+ * FP4 tile (tile = fp4mma...): on compute capability 12.0 its prepare must
+ * pass the self-check (printed in the log as "tile fp4mma... self-check:
+ * relative error ...") and its output be within 1e-4 of the default's and
+ * of moe cpu's; elsewhere it must be refused for its compute capability.
+ * The mode must change the outputs (against activations = f32).
+ */
+static void test_moe_fp4act(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
+{
+    const int32_t E = 8, K = 2, H = 256, F = 192;
+    sy_moe_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_experts = E, .top_k = K, .hidden = H, .inter = F,
+                        .scoring = SY_MOE_SOFTMAX, .norm_topk_prob = 1, .routed_scaling_factor = 1.0f,
+                        .weight_dtype = SY_DTYPE_FP4_E2M1};
+    qweight qw[24];
+    sy_tensor gate[8], up[8], down[8];
+    for (int e = 0; e < E; e++) {
+        const float gl = 0.002f * (float)(1 + e % 3);
+        qw[3 * e] = make_qweight(p.weight_dtype, F, H, 1, 16, gl);
+        qw[3 * e + 1] = make_qweight(p.weight_dtype, F, H, 1, 16, gl);
+        qw[3 * e + 2] = make_qweight(p.weight_dtype, H, F, 1, 16, gl);
+        gate[e] = qw[3 * e].t, up[e] = qw[3 * e + 1].t, down[e] = qw[3 * e + 2].t;
+    }
+    tile_candidates_fn cands = NULL;
+    *(void **)&cands = g->moe->plugin->desc->get_proc ? g->moe->plugin->desc->get_proc("tile_candidates") : NULL;
+    const char *names[32];
+    const int nv = cands ? cands(g->moe->inst, names, 32) : 0;
+    int n_fp4 = 0;
+    for (int v = 0; v < nv; v++)
+        n_fp4 += is_fp4_tile(names[v]);
+    checks++;
+    failures += n_fp4 != 3;
+    printf("%-4s %-14s %d block-scaled FP4 tiles among %d candidates (expected 3)\n", n_fp4 != 3 ? "FAIL" : "ok",
+           "moe fp4 tiles", n_fp4, nv);
+    sy_config *cpu_cfg, *gpu_cfg, *tile_cfg;
+    sy_plugin_inst *cpu_i = open_fp4act(ld, host, "cpu", NULL, &cpu_cfg);
+    sy_plugin_inst *gpu_i = open_fp4act(ld, host, "cuda", NULL, &gpu_cfg);
+    float *x = rand_f32((size_t)(37 * H), 1.0f), *logits = rand_f32((size_t)(37 * E), 3.0f);
+    static const int ns[] = {1, 37};
+    for (int k = 0; k < 2; k++) {
+        const int n = ns[k];
+        char cas[96];
+        float *cpu = moe_fwd(c, cpu_i, &p, gate, up, down, NULL, x, logits, n);
+        float *ref = moe_fwd(g, gpu_i, &p, gate, up, down, NULL, x, logits, n);
+        float *f32 = moe_fwd(c, c->moe, &p, gate, up, down, NULL, x, logits, n);
+        snprintf(cas, sizeof cas, "NVFP4 W4A4, %d tok, default tile", n);
+        if (cpu && ref)
+            compare_w4a4("moe w4a4", cas, ref, cpu, n, H, 1e-5);
+        if (cpu && f32) { /* the mode is on: the f32 outputs are far from the W4A4 ones */
+            double mx = 0, diff = 0;
+            for (int i = 0; i < n * H; i++)
+                mx = fmax(mx, fabs((double)cpu[i])), diff = fmax(diff, fabs((double)cpu[i] - (double)f32[i]));
+            checks++;
+            failures += !(diff > 1e-3 * mx);
+            printf("%-4s %-14s %-44s rel %.2e from activations = f32 (must exceed 1e-3)\n",
+                   diff > 1e-3 * mx ? "ok" : "FAIL", "moe w4a4", cas, diff / (mx > 0 ? mx : 1));
+        }
+        for (int v = 0; v < nv; v++) {
+            if (!is_fp4_tile(names[v]))
+                continue;
+            sy_plugin_inst *mi = open_fp4act(ld, host, "cuda", names[v], &tile_cfg);
+            sy_err err = {{0}};
+            snprintf(cas, sizeof cas, "NVFP4 W4A4, %d tok, tile %s", n, names[v]);
+            const int rc = mi->ops ? ((const sy_moe_ops *)mi->ops)->prepare(mi->inst, &p, &err) : -1;
+            if (rc && strstr(err.msg, "compute capability 12.0 only")) {
+                checks++;
+                printf("ok   %-14s %-44s refused off 12.0: %s\n", "moe fp4", cas, err.msg);
+            } else if (rc) {
+                checks++;
+                failures++;
+                printf("FAIL %-14s %-44s prepare (self-check): %s\n", "moe fp4", cas, err.msg);
+            } else {
+                float *o = moe_fwd(g, mi, &p, gate, up, down, NULL, x, logits, n);
+                if (o && ref)
+                    compare_w4a4("moe fp4 vs fmaf", cas, o, ref, n, H, 1e-4);
+                if (o && cpu)
+                    compare_w4a4("moe fp4 vs cpu", cas, o, cpu, n, H, 1e-4);
+                free(o);
+            }
+            sy_plugin_inst_destroy(mi);
+            sy_config_free(tile_cfg);
+        }
+        free(cpu), free(ref), free(f32);
+    }
+    /* An fp4 tile without the mode is refused, saying what it needs. */
+    {
+        sy_config *cfg = sy_config_new();
+        sy_err err = {{0}};
+        if (!cfg || sy_config_set(cfg, "moe.tile=fp4mma64x8x128", &err))
+            die("set-up", &err);
+        sy_plugin_inst *mi = open_inst(ld, host, cfg, SY_KIND_MOE, "cuda", "cuda", "moe");
+        const int rc = mi->ops ? ((const sy_moe_ops *)mi->ops)->prepare(mi->inst, &p, &err) : -1;
+        const int ok = rc && (strstr(err.msg, "activations = nvfp4") || strstr(err.msg, "12.0 only"));
+        checks++;
+        failures += !ok;
+        printf("%-4s %-14s %-44s %s\n", ok ? "ok" : "FAIL", "moe fp4", "tile fp4mma64x8x128, activations = f32",
+               rc ? err.msg : "(accepted)");
+        sy_plugin_inst_destroy(mi);
+        sy_config_free(cfg);
+    }
+    sy_plugin_inst_destroy(cpu_i);
+    sy_plugin_inst_destroy(gpu_i);
+    sy_config_free(cpu_cfg);
+    sy_config_free(gpu_cfg);
+    free(x), free(logits);
+    for (int i = 0; i < 24; i++)
+        free(qw[i].codes), free(qw[i].scales);
 }
 
 static void test_moe_quant_routing(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
@@ -1421,13 +1642,16 @@ int main(int argc, char **argv)
         return 2;
     }
     sy_loader *ld = sy_loader_new(dir, NULL);
-    sy_config *cfg = sy_config_new(), *cfg_round = sy_config_new();
+    sy_config *cfg = sy_config_new(), *cfg_round = sy_config_new(), *cfg_cc = sy_config_new(), *cfg_tc = sy_config_new();
     sy_err err = {{0}};
-    if (!ld || !cfg || !cfg_round || sy_config_set(cfg_round, "device.linear=round", &err))
+    if (!ld || !cfg || !cfg_round || !cfg_cc || !cfg_tc || sy_config_set(cfg_round, "device.linear=round", &err) ||
+        sy_config_set(cfg_cc, "attention.prefill_kernel=cuda-cores", &err) ||
+        sy_config_set(cfg_tc, "attention.prefill_kernel=tensor-cores", &err))
         die("set-up", &err);
     sy_host_ctx host;
     sy_host_init(&host);
     side c = {.name = "cpu"}, g = {.name = "cuda"}, gr = {.name = "cuda (linear = round)"};
+    side gt = {.name = "cuda (prefill_kernel = tensor-cores)"};
     c.dev = open_inst(ld, &host, cfg, SY_KIND_DEVICE, "cpu", NULL, "device");
     /* The CPU attention and MoE plugins compute on the cpu device's worker pool. */
     sy_device_parallel_for_fn run = NULL;
@@ -1438,7 +1662,9 @@ int main(int argc, char **argv)
     c.attn = open_inst(ld, &host, cfg, SY_KIND_ATTN, "cpu", "cpu", "attention");
     c.moe = open_inst(ld, &host, cfg, SY_KIND_MOE, "cpu", "cpu", "moe");
     g.dev = open_inst(ld, &host, cfg, SY_KIND_DEVICE, "cuda", NULL, "device");
-    g.attn = open_inst(ld, &host, cfg, SY_KIND_ATTN, attn, "cuda", "attention");
+    /* g's attention: k_attend for every row; gt's: prefill rows on the tensor-core kernel. */
+    g.attn = open_inst(ld, &host, cfg_cc, SY_KIND_ATTN, attn, "cuda", "attention");
+    gt.attn = open_inst(ld, &host, cfg_tc, SY_KIND_ATTN, attn, "cuda", "attention");
     g.moe = open_inst(ld, &host, cfg, SY_KIND_MOE, "cuda", "cuda", "moe");
     gr.dev = open_inst(ld, &host, cfg_round, SY_KIND_DEVICE, "cuda", NULL, "device");
     side *all[3] = {&c, &g, &gr};
@@ -1447,6 +1673,9 @@ int main(int argc, char **argv)
         all[i]->a = all[i]->attn ? all[i]->attn->ops : NULL;
         all[i]->m = all[i]->moe ? all[i]->moe->ops : NULL;
     }
+    gt.dev = g.dev;
+    gt.d = g.d;
+    gt.a = gt.attn->ops;
 
     test_glue(&c, &g);
     test_linear(&c, &g, 2e-5);
@@ -1464,14 +1693,16 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         test_attention(&c, &g, &cases[i]);
     test_other_thread(&c, &g, &cases[1]);
+    test_attention_tc(&c, &gt);
     test_moe(&c, &g, 0);
     test_moe(&c, &g, 1);
     test_moe_tiles(ld, &host, &g);
     test_moe_quant_routing(ld, &host, &c, &g);
     test_moe_tc(ld, &host, &c, &g);
+    test_moe_fp4act(ld, &host, &c, &g);
     test_graphs(ld, &host, &c);
 
-    sy_plugin_inst *insts[] = {g.moe, g.attn, g.dev, gr.dev, c.moe, c.attn};
+    sy_plugin_inst *insts[] = {g.moe, gt.attn, g.attn, g.dev, gr.dev, c.moe, c.attn};
     for (size_t i = 0; i < sizeof insts / sizeof insts[0]; i++)
         sy_plugin_inst_destroy(insts[i]);
     sy_host_set_pool(&host, NULL, NULL, NULL);
@@ -1479,6 +1710,8 @@ int main(int argc, char **argv)
     sy_host_fini(&host);
     sy_config_free(cfg);
     sy_config_free(cfg_round);
+    sy_config_free(cfg_cc);
+    sy_config_free(cfg_tc);
     sy_loader_free(ld);
     printf("test_cuda_ops: %d comparisons, %d failed\n", checks, failures);
     return failures ? 1 : 0;

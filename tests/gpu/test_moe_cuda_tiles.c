@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../unit/test_check.h"
+#include "moe_fp4_frag.h"
 #include "moe_tiles.h"
 #include "sytune.h"
 
@@ -40,6 +41,13 @@ static const int regs_sm90[SYMK_N_FMAF] = {64, 32, 44, 44, 64, 64, 80};
 static const int tc_regs_sm120[SYMK_N_MMA + SYMK_N_WGMMA] = {78, 80, 114, 0, 0};
 static const int tc_regs_sm90[SYMK_N_MMA + SYMK_N_WGMMA] = {56, 64, 100, 40, 72};
 static const int64_t tc_smem[SYMK_N_MMA + SYMK_N_WGMMA] = {11520, 15360, 30720, 18432, 24576};
+/*
+ * The block-scaled FP4 tiles (SYMK_FP4_VARIANTS order), the same report
+ * (plugins/moe/cuda/moe_fp4.res): sm_120a registers, static shared memory
+ * (cols + rows) x (k / 2 code bytes + 16 padding + k / 16 scale bytes).
+ */
+static const int fp4_regs_sm120a[SYMK_N_FP4] = {40, 48, 76};
+static const int64_t fp4_smem[SYMK_N_FP4] = {6336, 8448, 16896};
 
 /* The warnings sytune_load logs, collected. */
 typedef struct log_buf {
@@ -79,26 +87,36 @@ static const char *TABLE = "[table]\n"
 
 static void test_variants(void)
 {
-    CHECK(SYMK_N_FMAF == 7 && SYMK_N_MMA == 3 && SYMK_N_WGMMA == 2 && SYMK_N_VARIANTS == 12);
+    CHECK(SYMK_N_FMAF == 7 && SYMK_N_MMA == 3 && SYMK_N_WGMMA == 2 && SYMK_N_FP4 == 3 && SYMK_N_VARIANTS == 15);
+    CHECK(SYMK_FIRST_FP4 == 12 && symt_find("fp4mma64x8x128") == SYMK_FIRST_FP4);
+    CHECK(symt_find("fp4mma128x64x128") == SYMK_N_VARIANTS - 1);
     CHECK(strcmp(symt_variants[0].name, "64x32x32") == 0); /* the default: the tile before there were variants */
     CHECK(symt_find("64x32x32") == 0);
     CHECK(symt_find("128x64x16") == SYMK_N_FMAF - 1);
     CHECK(symt_find("mma64x8x32") == SYMK_N_FMAF);
-    CHECK(symt_find("wgmma128x64x32") == SYMK_N_VARIANTS - 1);
+    CHECK(symt_find("wgmma128x64x32") == SYMK_FIRST_FP4 - 1);
     CHECK(symt_find("64x32") == -1 && symt_find("") == -1 && symt_find("mma") == -1);
     for (int v = 0; v < SYMK_N_VARIANTS; v++) {
         const symt_variant *x = &symt_variants[v];
-        const char *prefix = x->kind == SYMT_MMA ? "mma" : x->kind == SYMT_WGMMA ? "wgmma" : "";
+        const char *prefix = x->kind == SYMT_MMA     ? "mma"
+                             : x->kind == SYMT_WGMMA ? "wgmma"
+                             : x->kind == SYMT_FP4   ? "fp4mma"
+                                                     : "";
         char name[32];
         snprintf(name, sizeof name, "%s%dx%dx%d", prefix, x->cols, x->rows, x->k);
         CHECK(strcmp(name, x->name) == 0);
-        CHECK(x->kind == (v < SYMK_N_FMAF ? SYMT_FMAF : v < SYMK_N_FMAF + SYMK_N_MMA ? SYMT_MMA : SYMT_WGMMA));
+        CHECK(x->kind == (v < SYMK_N_FMAF                ? SYMT_FMAF
+                          : v < SYMK_N_FMAF + SYMK_N_MMA ? SYMT_MMA
+                          : v < SYMK_FIRST_FP4           ? SYMT_WGMMA
+                                                         : SYMT_FP4));
         CHECK(symt_find(x->name) == v);
         /* fmaf: 256 threads; mma: 32 per warp of 16 x 8 multiples; wgmma: a warpgroup of 128 per 64 columns. */
         if (x->kind == SYMT_FMAF)
             CHECK(x->threads == 256);
         else if (x->kind == SYMT_MMA)
             CHECK(x->threads % 32 == 0 && x->cols % 16 == 0 && x->rows % 8 == 0 && x->k % 16 == 0);
+        else if (x->kind == SYMT_FP4) /* m16n8k64 pieces; no taller than the tallest fmaf tile (moe_cuda.c's fallback) */
+            CHECK(x->threads % 32 == 0 && x->cols % 16 == 0 && x->rows % 8 == 0 && x->k % 64 == 0 && x->rows <= 64);
         else
             CHECK(x->threads == x->cols / 64 * 128 && x->cols % 64 == 0 && x->rows % 8 == 0 && x->rows <= 256 &&
                   x->k % 16 == 0);
@@ -107,7 +125,8 @@ static void test_variants(void)
     char names[512];
     symt_names(names, sizeof names);
     CHECK_CONTAINS(names, "64x32x32, 64x8x32, 128x8x32");
-    CHECK_CONTAINS(names, "128x64x16, mma64x8x32, mma64x32x32, mma128x64x32, wgmma128x16x32, wgmma128x64x32");
+    CHECK_CONTAINS(names, "128x64x16, mma64x8x32, mma64x32x32, mma128x64x32, wgmma128x16x32, wgmma128x64x32, "
+                          "fp4mma64x8x128, fp4mma64x32x128, fp4mma128x64x128");
 }
 
 /* What the compiler reported for variant v on sm_120 (sm120 = 1) or sm_90 / sm_90a. */
@@ -116,6 +135,8 @@ static symt_needs needs_of(int v, int sm120)
     const symt_variant *x = &symt_variants[v];
     if (x->kind == SYMT_FMAF)
         return (symt_needs){(int64_t)(x->rows + x->cols) * (x->k + 1) * 4, 0, sm120 ? regs_sm120[v] : regs_sm90[v]};
+    if (x->kind == SYMT_FP4) /* sm_120a code only: nothing for sm_90 */
+        return (symt_needs){fp4_smem[v - SYMK_FIRST_FP4], 0, sm120 ? fp4_regs_sm120a[v - SYMK_FIRST_FP4] : -1};
     const int t = v - SYMK_N_FMAF;
     return (symt_needs){tc_smem[t], 0, sm120 ? tc_regs_sm120[t] : tc_regs_sm90[t]};
 }
@@ -129,6 +150,11 @@ static void test_limits(void)
         const symt_needs n120 = needs_of(v, 1), n90 = needs_of(v, 0);
         if (x->kind != SYMT_WGMMA)
             CHECK(symt_check(x, &n120, &SM120, why, sizeof why) == 0);
+        if (x->kind == SYMT_FP4) { /* shared memory as documented; refused on 9.0 whatever the needs */
+            CHECK(n120.static_smem == (int64_t)(x->cols + x->rows) * (x->k / 2 + 16 + x->k / 16));
+            CHECK(symt_check(x, &n120, &SM90, why, sizeof why) == -1);
+            continue;
+        }
         CHECK(symt_check(x, &n90, &SM90, why, sizeof why) == 0);
         if (x->kind != SYMT_FMAF) { /* the tensor-core tiles' numbers as documented in docs/gpu.md */
             const int64_t bf16_pairs = (int64_t)(x->cols + x->rows) * (x->k + (x->kind == SYMT_MMA ? 8 : 0)) * 2 * 2;
@@ -149,6 +175,18 @@ static void test_limits(void)
     CHECK(symt_check(&symt_variants[mma], &nmma, &SM75, why, sizeof why) == -1);
     CHECK_CONTAINS(why, "tile mma64x8x32: mma.sync on bf16 needs compute capability 8.0 or newer, this GPU is 7.5");
     CHECK(symt_check(&symt_variants[0], &nmma, &SM75, why, sizeof why) == 0); /* fmaf tiles run anywhere */
+    /* The fp4 tiles: sm_120a code runs on 12.0 alone (not 12.1, not 10.0's tcgen05 GPUs, not 9.0 or 8.0). */
+    const int f4 = symt_find("fp4mma64x32x128");
+    const symt_needs nf4 = needs_of(f4, 1);
+    CHECK(symt_check(&symt_variants[f4], &nf4, &SM120, why, sizeof why) == 0);
+    const symt_limits SM121 = {101376, 65536, 1024, 121};
+    const symt_limits *off120[] = {&SM90, &SM80, &SM100, &SM121};
+    for (int i = 0; i < 4; i++) {
+        CHECK(symt_check(&symt_variants[f4], &nf4, off120[i], why, sizeof why) == -1);
+        CHECK_CONTAINS(why, "tile fp4mma64x32x128: block-scaled FP4 mma.sync is built for sm_120a and runs on compute "
+                            "capability 12.0 only, this GPU is ");
+    }
+    CHECK_CONTAINS(why, "this GPU is 12.1");
     CHECK(symt_variants[0].rows == 32 && (32 + 64) * 33 * 4 == 12672); /* ptxas: 12672 bytes smem */
     /* 90000 B static + 20000 B dynamic: over SM120's 101376, within SM90's 232448. */
     const symt_variant *v0 = &symt_variants[0];
@@ -173,7 +211,7 @@ static void test_limits(void)
 
 static void test_table(const char *dir)
 {
-    symt_fit fit = {SM120, {{0}}};
+    symt_fit fit = {SM120, {{0}}, 0};
     for (int v = 0; v < SYMK_N_VARIANTS; v++)
         fit.needs[v] = needs_of(v, 1);
     const sytune_schema s = symt_schema(&fit, "cuda");
@@ -224,6 +262,19 @@ static void test_table(const char *dir)
     CHECK(sytune_read(path, 8, 96, 64, SY_DTYPE_BF16, &s, &t, &err) == SY_ERR_UNSUPPORTED);
     CHECK_CONTAINS(err.msg, "t.ini:12: [tokens=256] does not fit this device: tile wgmma128x64x32: wgmma is built for "
                             "sm_90a");
+    /* An fp4 entry: taken on SM120 only while the layer's activations are NVFP4 (NVFP4 experts, the mode on). */
+    snprintf(bad, sizeof bad, "%s[tokens=256]\ntile = fp4mma128x64x128\n", TABLE);
+    write_file(path, bad);
+    CHECK(sytune_read(path, 8, 96, 64, SY_DTYPE_BF16, &s, &t, &err) == SY_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "t.ini:12: [tokens=256] tile fp4mma128x64x128 multiplies NVFP4 experts by NVFP4-quantised "
+                            "activations: it needs NVFP4 experts and [moe] activations = nvfp4");
+    fit.fp4_act = 1;
+    CHECK(sytune_read(path, 8, 96, 64, SY_DTYPE_BF16, &s, &t, &err) == SY_OK);
+    CHECK(t.n == 4 && t.entry[3][0] == symt_find("fp4mma128x64x128"));
+    fit.lim = SM90;
+    CHECK(sytune_read(path, 8, 96, 64, SY_DTYPE_BF16, &s, &t, &err) == SY_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "does not fit this device: tile fp4mma128x64x128: block-scaled FP4 mma.sync is built for "
+                            "sm_120a");
 }
 
 /* symt_compare: the self-check's pass/fail decision. */
@@ -317,11 +368,169 @@ static void test_selfcheck(void)
     lb.warnings = 0;
     CHECK(symt_table_selfcheck(&t3, &vd, fake_selfcheck, &f, &host, "cuda", &err) == SY_OK);
     CHECK(t3.entry[0][0] == 0 && t3.entry[1][0] == mma64 && lb.warnings == 1 && f.runs[mma64] == 1);
+    /* The fp4 tiles go through the same verdicts: checked once, a failed one replaced by the default with one
+     * warning, a passing one kept; named by the key, a failed one is an error. */
+    const int f8 = symt_find("fp4mma64x8x128"), f64 = symt_find("fp4mma128x64x128");
+    f.fail[f8] = 1;
+    sytune_table t4 = {3, {1, 8, 64}, {{f8}, {f8}, {f64}}, "t4.ini"};
+    lb.warnings = 0;
+    lb.text[0] = '\0';
+    CHECK(symt_table_selfcheck(&t4, &vd, fake_selfcheck, &f, &host, "cuda", &err) == SY_OK);
+    CHECK(t4.entry[0][0] == 0 && t4.entry[1][0] == 0 && t4.entry[2][0] == f64);
+    CHECK(f.runs[f8] == 1 && f.runs[f64] == 1 && lb.warnings == 1);
+    CHECK_CONTAINS(lb.text, "tile fp4mma64x8x128 failed its self-check on this GPU (relative error 0.873 against the "
+                            "fmaf tile, bound 1e-04): using 64x32x32 where t4.ini names it");
+    CHECK(symt_key_selfcheck(&vd, f8, fake_selfcheck, &f, &err) == SY_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "tile = fp4mma64x8x128 failed its self-check on this GPU");
+    CHECK(symt_key_selfcheck(&vd, f64, fake_selfcheck, &f, &err) == SY_OK && f.runs[f64] == 1);
+}
+
+/*
+ * The fp4 tile's fragment addressing (moe_fp4_frag.h, what the kernel
+ * loads) against the PTX ISA's tables for m16n8k64 .e2m1 (transcribed
+ * there as symf_spec_*): every nibble the kernel puts in a register is the
+ * element the spec says that register holds; A, B and C are each covered
+ * exactly once; each row's scales come from a thread of its quad under
+ * either reading of thread-id-a.
+ */
+static void test_fp4_fragments(void)
+{
+    int seen_a[16][64] = {{0}}, seen_b[64][8] = {{0}}, seen_c[16][8] = {{0}}, bad = 0;
+    for (int lane = 0; lane < 32; lane++) {
+        for (int r = 0; r < 4; r++) {
+            int row, byte;
+            symf_a_load(lane, r, &row, &byte);
+            for (int n = 0; n < 8; n++) { /* nibble n of the 32-bit load: element 2 (byte + n / 2) + n % 2 */
+                const int k = 2 * (byte + n / 2) + n % 2;
+                int srow, sk;
+                symf_spec_a(lane, 8 * r + n, &srow, &sk);
+                bad += srow != row || sk != k;
+                seen_a[srow][sk]++;
+            }
+        }
+        for (int r = 0; r < 2; r++) {
+            int col, byte;
+            symf_b_load(lane, r, &col, &byte);
+            for (int n = 0; n < 8; n++) {
+                const int k = 2 * (byte + n / 2) + n % 2;
+                int sk, scol;
+                symf_spec_b(lane, 8 * r + n, &sk, &scol);
+                bad += scol != col || sk != k;
+                seen_b[sk][scol]++;
+            }
+        }
+        for (int i = 0; i < 4; i++) {
+            int row, col, srow, scol;
+            symf_c_store(lane, i, &row, &col);
+            symf_spec_c(lane, i, &srow, &scol);
+            bad += row != srow || col != scol;
+            seen_c[srow][scol]++;
+        }
+        /* scale_A: the quad's threads 0 and 1 (thread-id-a = 0) hold rows g and g + 8, threads 2 and 3 the same. */
+        const int g = lane / 4, t = lane % 4;
+        bad += symf_sfa_row(lane) != (t % 2 ? g + 8 : g);
+        bad += symf_sfb_col(lane) != g;
+    }
+    CHECK(bad == 0);
+    int once = 1;
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 64; k++)
+            once &= seen_a[i][k] == 1;
+    for (int k = 0; k < 64; k++)
+        for (int c = 0; c < 8; c++)
+            once &= seen_b[k][c] == 1;
+    for (int i = 0; i < 16; i++)
+        for (int c = 0; c < 8; c++)
+            once &= seen_c[i][c] == 1;
+    CHECK(once);
+    /* Spot values from the spec's figures: lane 5 (g 1, t 1) a2 starts at row 1, k 40; b1 at k 40, column 1. */
+    int srow, sk, scol;
+    symf_spec_a(5, 16, &srow, &sk);
+    CHECK(srow == 1 && sk == 40);
+    symf_spec_a(5, 8, &srow, &sk);
+    CHECK(srow == 9 && sk == 8);
+    symf_spec_b(5, 8, &sk, &scol);
+    CHECK(sk == 40 && scol == 1);
+    /*
+     * A whole m16n8k64 on the host: the kernel's loads from row-major code
+     * bytes, the spec's placement of every register nibble and scale byte,
+     * against the direct product of the two matrices.
+     */
+    uint8_t ac[16][32], bc[8][32], as[16][4], bs[8][4];
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 16 * 32; i++) {
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        ac[i / 32][i % 32] = (uint8_t)st;
+        bc[(i / 32) % 8][i % 32] = (uint8_t)(st >> 8);
+    }
+    for (int i = 0; i < 16 * 4; i++) {
+        as[i / 4][i % 4] = (uint8_t)(0x30 + i % 16);
+        bs[(i / 4) % 8][i % 4] = (uint8_t)(0x28 + i % 24);
+    }
+    double d[16][8] = {{0}}, want[16][8] = {{0}};
+    /* The MMA: D[m][n] = sum_k A[m][k] sA[m][k/16] B[k][n] sB[n][k/16], each operand found through the spec. */
+    double A[16][64], B[64][8];
+    for (int lane = 0; lane < 32; lane++) {
+        for (int r = 0; r < 4; r++) {
+            int row, byte;
+            symf_a_load(lane, r, &row, &byte);
+            uint32_t reg = 0;
+            for (int b = 0; b < 4; b++)
+                reg |= (uint32_t)ac[row][byte + b] << (8 * b);
+            for (int n = 0; n < 8; n++) {
+                int m, k;
+                symf_spec_a(lane, 8 * r + n, &m, &k);
+                const int nib = (int)(reg >> (4 * n)) & 15, e = (nib >> 1) & 3, mm = nib & 1;
+                const double q = (nib & 8 ? -1 : 1) * (e == 0 ? 0.5 * mm : (2 + mm) * (double)(1 << e) * 0.25);
+                A[m][k] = q;
+            }
+        }
+        for (int r = 0; r < 2; r++) {
+            int col, byte;
+            symf_b_load(lane, r, &col, &byte);
+            uint32_t reg = 0;
+            for (int b = 0; b < 4; b++)
+                reg |= (uint32_t)bc[col][byte + b] << (8 * b);
+            for (int n = 0; n < 8; n++) {
+                int k, c;
+                symf_spec_b(lane, 8 * r + n, &k, &c);
+                const int nib = (int)(reg >> (4 * n)) & 15, e = (nib >> 1) & 3, mm = nib & 1;
+                B[k][c] = (nib & 8 ? -1 : 1) * (e == 0 ? 0.5 * mm : (2 + mm) * (double)(1 << e) * 0.25);
+            }
+        }
+    }
+    /* Scale of row m, block j: byte j of the word the quad's thread 0 (row g) or 1 (row g + 8) loaded (thread-id-a 0). */
+    double sA[16][4], sB[8][4];
+    for (int m = 0; m < 16; m++) {
+        const int lane = 4 * (m % 8) + (m >= 8);
+        CHECK(symf_sfa_row(lane) == m);
+        for (int j = 0; j < 4; j++)
+            sA[m][j] = (double)as[symf_sfa_row(lane)][j];
+    }
+    for (int c = 0; c < 8; c++)
+        for (int j = 0; j < 4; j++)
+            sB[c][j] = (double)bs[symf_sfb_col(4 * c)][j];
+    for (int m = 0; m < 16; m++)
+        for (int c = 0; c < 8; c++)
+            for (int k = 0; k < 64; k++) {
+                d[m][c] += A[m][k] * sA[m][k / 16] * B[k][c] * sB[c][k / 16];
+                const int na = (ac[m][k / 2] >> (4 * (k % 2))) & 15, nb = (bc[c][k / 2] >> (4 * (k % 2))) & 15;
+                const double qa = (na & 8 ? -1 : 1) * (((na >> 1) & 3) == 0 ? 0.5 * (na & 1)
+                                                                          : (2 + (na & 1)) * (double)(1 << ((na >> 1) & 3)) * 0.25);
+                const double qb = (nb & 8 ? -1 : 1) * (((nb >> 1) & 3) == 0 ? 0.5 * (nb & 1)
+                                                                          : (2 + (nb & 1)) * (double)(1 << ((nb >> 1) & 3)) * 0.25);
+                want[m][c] += qa * as[m][k / 16] * qb * bs[c][k / 16];
+            }
+    int eq = 1;
+    for (int m = 0; m < 16; m++)
+        for (int c = 0; c < 8; c++)
+            eq &= d[m][c] == want[m][c];
+    CHECK(eq);
 }
 
 static void test_lookup(const char *dir)
 {
-    symt_fit fit = {SM90, {{0}}};
+    symt_fit fit = {SM90, {{0}}, 0};
     const sytune_schema s = symt_schema(&fit, "cuda");
     log_buf lb = {"", 0};
     sy_host host;
@@ -381,6 +590,7 @@ int main(void)
     test_limits();
     test_compare();
     test_selfcheck();
+    test_fp4_fragments();
     test_table(dir);
     test_lookup(dir);
     char p[600];

@@ -2,9 +2,13 @@
 # source (attn_kern.cuh), built three times with the variant's tile
 # (attn_tiles.h); each variant's kernels only for its own architecture, so
 # the shared-memory check holds each to its own limit.
-SY_ATTN_CUDA_SRC = plugins/attn/cuda/attn_cuda.c plugins/attn/cuda/attn_kern.h plugins/attn/cuda/attn_tiles.h
+# attn_plan.{h,c}: the tensor-core prefill path's host-side plan, masks and fragment maps (the kernel includes the
+# header; tests/gpu/test_attn_cuda_plan runs it on any build); attn_tc_check.{h,c}: its self-check at prepare.
+SY_ATTN_CUDA_SRC = plugins/attn/cuda/attn_cuda.c plugins/attn/cuda/attn_kern.h plugins/attn/cuda/attn_tiles.h \
+	plugins/attn/cuda/attn_plan.h plugins/attn/cuda/attn_plan.c plugins/attn/cuda/attn_tc_check.h \
+	plugins/attn/cuda/attn_tc_check.c
 SY_ATTN_CUDA_DEPS = $(top_srcdir)/plugins/attn/cuda/attn_kern.cuh $(top_srcdir)/plugins/attn/cuda/attn_kern.h \
-	$(top_srcdir)/plugins/attn/cuda/attn_tiles.h $(SY_CUDA_HDRS)
+	$(top_srcdir)/plugins/attn/cuda/attn_tiles.h $(top_srcdir)/plugins/attn/cuda/attn_plan.h $(SY_CUDA_HDRS)
 SY_ATTN_CUDA_CPPFLAGS = $(AM_CPPFLAGS) $(SY_CUDA_CPPFLAGS) -I$(top_srcdir)/plugins/common/cuda \
 	-I$(top_srcdir)/plugins/common/cpu -I$(top_srcdir)/plugins/attn/cuda
 SY_ATTN_CUDA_LIBADD = plugins/common/cpu/libsykern.la $(SY_CUDA_LIBS) -lm

@@ -13,14 +13,21 @@
  * refills before a replay.
  * Argument checks are the CPU plugins' own (libsykern's attn_check.c), so
  * both reject the same inputs with the same messages.
+ *
+ * Prefill rows go to the tensor-core kernel (k_attend_tc) once prepare's
+ * self-check passed ([attention] prefill_kernel, attn_plan.h); each step's
+ * plan (which rows go where) is packed behind the tables.
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn_kern.h"
+#include "attn_plan.h"
+#include "attn_tc_check.h"
 #include "attn_tiles.h"
 #include "sycuda.h"
 #include "sykattn.h"
@@ -52,6 +59,9 @@ typedef struct attn_cuda {
     float *part;       /* split-K partials (syat_params.part) */
     size_t part_cap;   /* floats in part */
     int split_k;       /* [attention] split_k = auto */
+    int tc_mode;       /* [attention] prefill_kernel (syat_tc_mode) */
+    int tc_on;         /* prepare's decision: prefill rows go to k_attend_tc */
+    int tc_opted_in;   /* k_attend_tc's shared memory opt-ins (syat_forward) */
     /* Bounded steps' tables (sy_attn_batch.ctx_bound: steps the engine records), one fixed pair of buffers per
      * shape, so that the recording of a shape and stage for it always meet in the same memory. */
     bounded_tables *bt;
@@ -70,6 +80,10 @@ static const sy_key_decl keys[] = {
     {"split_k", SY_KEY_ENUM, "auto",
      "flash-decoding: split long contexts over more blocks when the batch leaves SMs idle (auto), or never (off)",
      1, 0, "auto|off"},
+    {"prefill_kernel", SY_KEY_ENUM, "cuda-cores",
+     "prefill rows (16+ new tokens of a sequence): tensor cores once a self-check at prepare passed, else CUDA "
+     "cores (auto); tensor-cores (an error when it cannot run or fails the check); cuda-cores",
+     1, 0, "auto|tensor-cores|cuda-cores"},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -125,6 +139,13 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     a->gpu = gpu;
     const char *sk = sy_kv_get(cfg, n_cfg, "split_k");
     a->split_k = !sk || strcmp(sk, "off") != 0;
+    const char *pk = sy_kv_get(cfg, n_cfg, "prefill_kernel");
+    a->tc_mode = syat_tc_mode_parse(pk);
+    if (a->tc_mode < 0) {
+        free(a);
+        return sy_err_set(err, SY_ERR_INVALID, "attn %s: prefill_kernel = %s: expected auto, tensor-cores or "
+                          "cuda-cores", SY_ATTN_NAME, pk);
+    }
     snprintf(a->kv_key, sizeof a->kv_key, "%s", kv ? kv : "f32");
     *inst = a;
     return SY_OK;
@@ -164,6 +185,7 @@ static void release(attn_cuda *a)
     a->meta_dev = a->meta_host = NULL;
     a->meta_cap = 0;
     a->prepared = 0;
+    a->tc_on = 0;
 }
 
 static void destroy(void *inst)
@@ -173,6 +195,22 @@ static void destroy(void *inst)
         return;
     release(a);
     free(a);
+}
+
+/* Whether k_attend_tc takes the problem on this GPU: its shapes (syat_tc_fits) and its shared memory. */
+static int tc_fits(const attn_cuda *a, const sy_attn_problem *p, char *why, size_t cap)
+{
+    if (!syat_tc_fits(p->head_dim, p->v_head_dim, p->n_heads / p->n_kv_heads, why, cap))
+        return 0;
+    int optin = 0;
+    const int need = SY_ATTN_TC_SMEM_BYTES(p->head_dim, SY_ATTN_TC_KV_TILE);
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, a->gpu) != cudaSuccess ||
+        need > optin) {
+        snprintf(why, cap, "the tensor-core prefill kernel needs %d bytes of shared memory per block; GPU %d allows %d",
+                 need, a->gpu, optin);
+        return 0;
+    }
+    return 1;
 }
 
 static int check(const attn_cuda *a, const sy_attn_problem *p, sy_dtype *dt, sy_err *why)
@@ -195,6 +233,10 @@ static int check(const attn_cuda *a, const sy_attn_problem *p, sy_dtype *dt, sy_
                               "attn %s needs %d bytes of shared memory per block for this problem; GPU %d allows %d",
                               SY_ATTN_NAME, need, dev, optin);
     }
+    char fit[200];
+    if (a->tc_mode == SYAT_TC_FORCE && !tc_fits(a, p, fit, sizeof fit))
+        return sy_err_set(why, SY_ERR_UNSUPPORTED, "attn %s: prefill_kernel = tensor-cores: %s; use auto or cuda-cores",
+                          SY_ATTN_NAME, fit);
     return SY_OK;
 }
 
@@ -202,6 +244,40 @@ static int supports(void *inst, const sy_attn_problem *p, sy_err *why)
 {
     sy_dtype dt;
     return check(inst, p, &dt, why) == SY_OK;
+}
+
+/*
+ * Whether prefill rows go to k_attend_tc (a->tc_on): never with
+ * cuda-cores; else when the problem fits and the self-check on this GPU
+ * passes. auto warns once and keeps k_attend when it fails; tensor-cores
+ * makes that an error.
+ */
+static int decide_tc(attn_cuda *a, const sy_attn_problem *p, sy_dtype dt, sy_err *err)
+{
+    a->tc_on = 0;
+    if (a->tc_mode == SYAT_TC_CUDA_CORES)
+        return SY_OK;
+    char fit[200] = "", why[300];
+    const int fits = tc_fits(a, p, fit, sizeof fit);
+    int pass = 0, warn = 0, rc;
+    double worst = INFINITY;
+    if (fits) {
+        const syat_tc_check_in in = {SY_ATTN_NAME, p->n_heads / p->n_kv_heads, p->head_dim, p->block_size,
+                                     p->sliding_window, dt, p->scale};
+        if ((rc = syat_tc_selfcheck(&in, &a->tc_opted_in, &pass, &worst, err)))
+            return rc;
+        sy_logf(a->host, SY_LOG_INFO, SY_ATTN_NAME, "tensor-core prefill self-check: relative error %.3g against "
+                "k_attend (bound %.0e): %s", worst, SYAT_TC_BOUND, pass ? "passed" : "FAILED");
+    }
+    const int on = syat_tc_decide(a->tc_mode, fits, fit, pass, worst, &warn, why, sizeof why);
+    if (on < 0)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "attn %s: %s", SY_ATTN_NAME, why);
+    if (warn)
+        sy_logf(a->host, SY_LOG_WARN, SY_ATTN_NAME, "the tensor-core prefill kernel failed its self-check on this GPU "
+                "(relative error %.3g against k_attend, bound %.0e): prefill stays on CUDA cores", worst,
+                SYAT_TC_BOUND);
+    a->tc_on = on;
+    return SY_OK;
 }
 
 static int prepare(void *inst, const sy_attn_problem *p, sy_err *err)
@@ -234,10 +310,14 @@ static int prepare(void *inst, const sy_attn_problem *p, sy_err *err)
     }
     if (cudaDeviceGetAttribute(&a->sms, cudaDevAttrMultiProcessorCount, a->gpu) != cudaSuccess)
         a->sms = 0; /* unknown: never split */
+    if ((rc = decide_tc(a, p, dt, err))) {
+        release(a);
+        return rc;
+    }
     a->prepared = 1;
-    sy_logf(a->host, SY_LOG_INFO, SY_ATTN_NAME, "KV cache %.1f MiB (%s), %d layers x %d blocks x %d tokens, tile %d",
-            (double)(kb + vb) / 1048576.0, sy_dtype_name(dt), p->n_layers, p->n_blocks, p->block_size,
-            SY_ATTN_KV_TILE);
+    sy_logf(a->host, SY_LOG_INFO, SY_ATTN_NAME, "KV cache %.1f MiB (%s), %d layers x %d blocks x %d tokens, tile %d; "
+            "prefill on %s", (double)(kb + vb) / 1048576.0, sy_dtype_name(dt), p->n_layers, p->n_blocks,
+            p->block_size, SY_ATTN_KV_TILE, a->tc_on ? "tensor cores" : "CUDA cores");
     return SY_OK;
 }
 
@@ -331,6 +411,18 @@ static size_t meta_entries(const sy_attn_batch *b)
     return T + (S + 1) + S + S * MB;
 }
 
+/*
+ * The plan behind the tables (tensor-core steps): k_attend's rows, then the
+ * tiles (syat_plan), in room for 3 T entries; returns the entries used.
+ */
+static size_t pack_plan(const sy_attn_batch *b, int group, int32_t *m, int32_t *n_rows, int32_t *n_tiles)
+{
+    const int32_t T = b->n_tokens;
+    syat_plan(b->n_seqs, b->tok_start, group, SYAT_TC_MIN_TOKENS, m, n_rows, m + T, n_tiles);
+    memmove(m + *n_rows, m + T, sizeof(int32_t) * 2 * (size_t)*n_tiles);
+    return (size_t)*n_rows + 2 * (size_t)*n_tiles;
+}
+
 static void pack_meta(const sy_attn_batch *b, int32_t *m)
 {
     const size_t T = (size_t)b->n_tokens, S = (size_t)b->n_seqs, MB = (size_t)b->max_blocks;
@@ -362,9 +454,13 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
         return SY_OK;
     if ((rc = syc_enter(a->gpu, err, "attn forward")))
         return rc;
-    const size_t n = meta_entries(b);
+    size_t n = meta_entries(b);
     const int32_t bound = batch_bound(b);
     const int32_t *meta_dev = NULL;
+    /* Recorded steps keep every row on k_attend: a replay's tables may hold other lengths than this plan's. */
+    const int use_tc = a->tc_on && bound <= 0;
+    int32_t n_rows = 0, n_tiles = 0;
+    size_t plan_at = n;
     if (bound > 0) {
         /* A recorded step, or the run before it: layer 0 copies the shape's pinned tables, so that a recording
          * holds the copy and a replay reads what stage wrote there. The engine waits for each step before the
@@ -380,10 +476,12 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
         }
         meta_dev = t->dev;
     } else {
-        if ((rc = meta_reserve(a, n, err)))
+        if ((rc = meta_reserve(a, n + (use_tc ? 3 * (size_t)b->n_tokens : 0), err)))
             return rc;
         int32_t *m = a->meta_host;
         pack_meta(b, m);
+        if (use_tc)
+            n += pack_plan(b, a->p.n_heads / a->p.n_kv_heads, m + plan_at, &n_rows, &n_tiles);
         /* Every layer of a step brings the same tables: upload them once. From pageable memory the copy
          * returns once the host buffer has been staged, so it may be refilled next call. */
         if (n != a->meta_sent_n || memcmp(m, a->meta_sent, n * sizeof(int32_t)) != 0) {
@@ -399,12 +497,17 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
      * per SM, each at least two KV tiles long (shorter ones cost more to merge than they save). */
     int64_t max_len = bound; /* a recording's launches must serve every replay up to the bound */
     for (int32_t s = 0; s < b->n_seqs && bound <= 0; s++) {
-        const int64_t len = (int64_t)b->ctx_len[s] + (b->tok_start[s + 1] - b->tok_start[s]);
+        const int32_t new_tokens = b->tok_start[s + 1] - b->tok_start[s];
+        if (use_tc && new_tokens >= SYAT_TC_MIN_TOKENS)
+            continue; /* a prefill: its rows are k_attend_tc's, never split */
+        const int64_t len = (int64_t)b->ctx_len[s] + new_tokens;
         max_len = len > max_len ? len : max_len;
     }
-    const int64_t blocks = (int64_t)b->n_tokens * a->p.n_kv_heads, want = 2 * (int64_t)a->sms;
+    /* Split-K sizes from k_attend's rows only (a step of prefill tiles alone runs no k_attend block). */
+    const int64_t n_att = use_tc ? n_rows : b->n_tokens;
+    const int64_t blocks = n_att * a->p.n_kv_heads, want = 2 * (int64_t)a->sms;
     int n_splits = 1, split_len = 0;
-    if (a->split_k && blocks < want && max_len >= 4 * SY_ATTN_KV_TILE) {
+    if (a->split_k && blocks > 0 && blocks < want && max_len >= 4 * SY_ATTN_KV_TILE) {
         int64_t ns = (want + blocks - 1) / blocks, most = max_len / (2 * SY_ATTN_KV_TILE);
         ns = ns < most ? ns : most;
         ns = ns < SY_ATTN_MAX_SPLITS ? ns : SY_ATTN_MAX_SPLITS;
@@ -413,7 +516,8 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
         split_len = (int)len;
     }
     if (n_splits > 1) {
-        const size_t need = (size_t)blocks * (size_t)(a->p.n_heads / a->p.n_kv_heads) * (size_t)n_splits *
+        /* Indexed by token: every token's room, whichever kernel takes it. */
+        const size_t need = (size_t)b->n_tokens * (size_t)a->p.n_heads * (size_t)n_splits *
                             (size_t)(a->p.v_head_dim + 2);
         if (need > a->part_cap) {
             if (syc_capturing())
@@ -437,8 +541,10 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
         .n_blocks = a->p.n_blocks, .layer = layer, .window = a->p.sliding_window,
         .scale = a->p.scale,
         .n_splits = n_splits, .split_len = split_len, .part = a->part,
+        .rows = use_tc ? meta_dev + plan_at : NULL, .n_rows = n_rows,
+        .tiles = use_tc ? meta_dev + plan_at + n_rows : NULL, .n_tiles = n_tiles,
     };
-    if (syat_forward(&prm, &a->smem_opted_in) < 0)
+    if (syat_forward(&prm, &a->smem_opted_in, &a->tc_opted_in) < 0)
         return sy_err_set(err, SY_ERR_UNSUPPORTED, "attn %s: cannot opt in to the shared memory the kernel needs",
                           SY_ATTN_NAME);
     return syc_launched(err, "attn forward");
@@ -513,8 +619,8 @@ static const sy_plugin_desc desc = {
     .name = SY_ATTN_NAME,
     .version = PACKAGE_VERSION,
     .device = "cuda",
-    .description = "paged attention on NVIDIA GPUs (prefill and decode in one kernel, GQA, sliding window, "
-                   "F32/BF16/F16 KV cache), tiles for this compute capability",
+    .description = "paged attention on NVIDIA GPUs (GQA, sliding window, F32/BF16/F16 KV cache; prefill on tensor "
+                   "cores once self-checked, decode split-K), tiles for this compute capability",
     .keys = keys,
     .probe = probe,
     .create = create,

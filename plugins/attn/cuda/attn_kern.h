@@ -26,11 +26,18 @@ typedef struct syat_params {
      * of its own, and k_combine merges the splits' partial softmax. n_splits 1: no partials, no merge. */
     int n_splits, split_len;
     float *part; /* [n_tokens][n_kv_heads * group][n_splits][v_head_dim + 2]: unnormalised O, max, sum */
+    /* The step's split (attn_plan.h syat_plan), device copies: k_attend takes rows[0 .. n_rows) (NULL: every
+     * token, n_rows ignored), k_attend_tc the n_tiles tiles (first row, tokens). Disjoint: each output row is
+     * written by one kernel. */
+    const int32_t *rows;
+    int n_rows;
+    const int32_t *tiles;
+    int n_tiles;
 } syat_params;
 
 /* Writes the step's k/v rows into the cache, then attends (and merges the splits); returns the dynamic shared
- * memory used, or -1 when the kernel cannot be given it. */
-int syat_forward(const syat_params *p, int *smem_opted_in);
+ * memory k_attend used, or -1 when a kernel cannot be given what it needs (the opt-ins are per instance). */
+int syat_forward(const syat_params *p, int *smem_opted_in, int *tc_opted_in);
 /*
  * Copies whole blocks, pairs[2i] -> pairs[2i+1] (a host array), in order, for
  * each of the `heads` (layers x KV heads) tiles of a block; k_tile/v_tile are

@@ -32,5 +32,5 @@ SY_NVCC_LO = $(MKDIR_P) $(@D)/.libs && \
 	  `basename $@` `basename $$o` >$@
 # libtool recognises its objects by this comment; '#' cannot be written in a make variable directly.
 SY_HASH = \#
-SY_CUDA_HDRS = $(top_srcdir)/plugins/common/cuda/sycuda_conv.cuh $(top_srcdir)/include/switchyard/plugin.h
+SY_CUDA_HDRS = $(top_srcdir)/plugins/common/cuda/sycuda_conv.cuh $(top_srcdir)/plugins/common/cuda/sycuda_mma.cuh $(top_srcdir)/include/switchyard/plugin.h
 SY_CUDA_LIBS = $(CUDA_LIBS) -lstdc++

@@ -10,6 +10,7 @@ plugins_moe_cpu_sy_moe_cpu_la_SOURCES = \
 	plugins/common/moe/sytune.h \
 	plugins/common/moe/symoe_range.h \
 	plugins/common/moe/symoe_route.h \
+	plugins/common/moe/symoe_fp4act.h \
 	plugins/common/moe/sytune.c
 plugins_moe_cpu_sy_moe_cpu_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu -I$(top_srcdir)/plugins/common/moe \
 	-DSY_MOE_TUNING_DIR='"$(pkgdatadir)/moe-tuning"' -DSY_MOE_TUNING_SRCDIR='"$(abs_top_srcdir)/etc/moe-tuning"'

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "moe_cpu.h"
+#include "symoe_fp4act.h"
 #include "symoe_range.h"
 #include "sykquant.h"
 #include "sykconv.h"
@@ -31,6 +32,12 @@ static const sy_key_decl keys[] = {
      1, 0, "f32|bf16"},
     {"tuning_dir", SY_KEY_STRING, SY_MOE_TUNING_DIR,
      "MoE tuning tables: <dir>/cpu-<isa>/<cpu model>/E=..,N=..,K=..,dtype=...ini (docs/moe-tuning.md)", 0, 0, NULL},
+    /* Opt-in (it changes the numbers); the reference moe cuda's fp4mma tiles are checked against. */
+    {"activations", SY_KEY_ENUM, "f32",
+     "the expert GEMMs' inputs: f32 as they are; nvfp4: each token row quantised to NVFP4 (E2M1 codes, E4M3 scale per "
+     "16, F32 global scale amax / 2688) and dequantised before the gate/up and the down GEMMs, for NVFP4 experts only "
+     "(others stay F32): W4A4's numbers",
+     1, 0, "f32|nvfp4"},
     {"tile", SY_KEY_STRING, "",
      "token_block,n_block,threads for every pass, overriding the tables (switchyard tune-moe sweeps it); "
      "builtin: the built-in tiles; empty: the tables",
@@ -84,6 +91,12 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
         if (!m->bdot)
             sy_logf(host, SY_LOG_WARN, SY_MOE_CPU_NAME, "matmul = bf16 falls back to f32: %s", why);
     }
+    const char *act = sy_kv_get(cfg, n_cfg, "activations");
+    if (act && *act && strcmp(act, "f32") != 0 && strcmp(act, "nvfp4") != 0) {
+        free(m);
+        return sy_err_set(err, SY_ERR_INVALID, "activations = '%s': expected f32 or nvfp4", act);
+    }
+    m->act_nvfp4 = act && strcmp(act, "nvfp4") == 0;
     const char *td = sy_kv_get(cfg, n_cfg, "tuning_dir"), *tile = sy_kv_get(cfg, n_cfg, "tile");
     if (!td || strcmp(td, SY_MOE_TUNING_DIR) == 0)
         td = default_tuning_dir();
@@ -114,7 +127,8 @@ static void release(moe_cpu *m)
     }
     void **bufs[] = {(void **)&m->ids, (void **)&m->wts, (void **)&m->slot_of, (void **)&m->assign_tok,
                      (void **)&m->counts, (void **)&m->offsets, (void **)&m->active, (void **)&m->xe,
-                     (void **)&m->act, (void **)&m->upb, (void **)&m->ye, (void **)&m->xeb, (void **)&m->actb};
+                     (void **)&m->act, (void **)&m->upb, (void **)&m->ye, (void **)&m->xeb, (void **)&m->actb,
+                     (void **)&m->qscratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         syk_free(m->host, *bufs[i]);
         *bufs[i] = NULL;
@@ -196,8 +210,18 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
         m->xeb = syk_alloc(m->host, sizeof(uint16_t) * A * H, 64);
         m->actb = syk_alloc(m->host, sizeof(uint16_t) * A * F, 64);
     }
+    m->fp4act = m->act_nvfp4 && p->weight_dtype == SY_DTYPE_FP4_E2M1;
+    if (m->act_nvfp4 && !m->fp4act)
+        sy_logf(m->host, SY_LOG_WARN, SY_MOE_CPU_NAME, "activations = nvfp4 applies to NVFP4 experts; these are %s: "
+                "their inputs stay F32", sy_dtype_name(p->weight_dtype));
+    if (m->fp4act) {
+        const int64_t kmax = p->hidden > p->inter ? p->hidden : p->inter;
+        m->qrow = (kmax + 1) / 2 + syf_n_scales(kmax);
+        m->qscratch = syk_alloc(m->host, (size_t)m->qrow * A, 64);
+    }
     if (!m->layers || !m->ids || !m->wts || !m->slot_of || !m->assign_tok || !m->counts || !m->offsets ||
-        !m->active || !m->xe || !m->act || !m->upb || !m->ye || (m->bdot && (!m->xeb || !m->actb))) {
+        !m->active || !m->xe || !m->act || !m->upb || !m->ye || (m->bdot && (!m->xeb || !m->actb)) ||
+        (m->fp4act && !m->qscratch)) {
         release(m);
         return sy_err_set(err, SY_ERR_NOMEM, "moe cpu: cannot allocate scratch for %zu tokens x top_k %zu "
                           "(%.1f MiB); lower max_tokens",
@@ -210,9 +234,10 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     sy_logf(m->host, SY_LOG_INFO, SY_MOE_CPU_NAME, "expert GEMM tiles: %s (%d buckets)", m->tune.source, m->tune.n);
     m->logged_buckets = 0;
     m->prepared = 1;
-    sy_logf(m->host, SY_LOG_INFO, SY_MOE_CPU_NAME, "%d experts top-%d, scratch for %zu tokens per pass (%.1f MiB), %s kernels%s",
+    sy_logf(m->host, SY_LOG_INFO, SY_MOE_CPU_NAME, "%d experts top-%d, scratch for %zu tokens per pass (%.1f MiB), %s kernels%s%s",
             p->n_experts, p->top_k, C, (double)(sizeof(float) * A * (2 * H + 2 * F)) / 1048576.0,
-            syk_isa_name(m->isa), m->bdot ? ", BF16 dot products for BF16 experts" : "");
+            syk_isa_name(m->isa), m->bdot ? ", BF16 dot products for BF16 experts" : "",
+            m->fp4act ? ", NVFP4-quantised expert inputs (W4A4)" : "");
     return SY_OK;
 }
 

@@ -52,6 +52,11 @@ typedef struct moe_cpu {
     const syk_bf16dot *bdot;
     uint16_t *xeb;       /* [A, hidden] */
     uint16_t *actb;      /* [A, inter] */
+    /* `activations = nvfp4` (W4A4) on NVFP4 experts: the GEMMs' inputs quantised per row (symoe_fp4act.h). */
+    int act_nvfp4;       /* the key */
+    int fp4act;          /* the key, and the prepared experts are NVFP4 */
+    uint8_t *qscratch;   /* [A, qrow] codes and scales of one row per assignment row */
+    int64_t qrow;        /* bytes per row of qscratch: codes and scales of max(hidden, inter) elements */
 } moe_cpu;
 
 /*

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "moe_cpu.h"
+#include "symoe_fp4act.h"
 #include "sykquant.h"
 
 typedef struct pass {
@@ -68,6 +69,32 @@ static void gather_rows(void *arg, int64_t b, int64_t e, int worker)
         memcpy(m->xe + a * H, src, sizeof(float) * (size_t)H);
         if (m->bdot)
             m->bdot->to_bf16(m->xeb + a * H, src, H);
+    }
+}
+
+/* activations = nvfp4: rows [b, e) of xe (the gate/up input) replaced by their NVFP4 values. */
+static void quant_xe_rows(void *arg, int64_t b, int64_t e, int worker)
+{
+    (void)worker;
+    pass *ps = arg;
+    moe_cpu *m = ps->m;
+    const int64_t H = m->p.hidden;
+    for (int64_t a = b; a < e; a++) {
+        uint8_t *q = m->qscratch + a * m->qrow;
+        syf_fake_quant_row(m->xe + a * H, H, q, q + (H + 1) / 2);
+    }
+}
+
+/* The same for act (silu(gate) * up, the down input), once every column of a row is done. */
+static void quant_act_rows(void *arg, int64_t b, int64_t e, int worker)
+{
+    (void)worker;
+    pass *ps = arg;
+    moe_cpu *m = ps->m;
+    const int64_t F = m->p.inter;
+    for (int64_t a = b; a < e; a++) {
+        uint8_t *q = m->qscratch + a * m->qrow;
+        syf_fake_quant_row(m->act + a * F, F, q, q + (F + 1) / 2);
     }
 }
 
@@ -225,9 +252,13 @@ static void run_pass(pass *ps)
         }
 
     syk_par_for(&ps->par, m->offsets[E], 64, gather_rows, ps);
+    if (m->fp4act)
+        syk_par_for(&ps->par, m->offsets[E], 16, quant_xe_rows, ps);
     plan_columns(ps, m->p.inter);
     syk_par_for(&ps->par, (int64_t)ps->n_active * ps->cpe, item_grain(ps, (int64_t)ps->n_active * ps->cpe),
                 gate_up_items, ps);
+    if (m->fp4act)
+        syk_par_for(&ps->par, m->offsets[E], 16, quant_act_rows, ps);
     plan_columns(ps, m->p.hidden);
     syk_par_for(&ps->par, (int64_t)ps->n_active * ps->cpe, item_grain(ps, (int64_t)ps->n_active * ps->cpe),
                 down_items, ps);

@@ -1,6 +1,6 @@
 /*
  * moe/cuda: mixture of experts on an NVIDIA GPU. Its arch-specific tiles
- * (wgmma, sm_90a) live beside the portable ones in this plugin and are
+ * (wgmma, sm_90a; block-scaled FP4, sm_120a) live beside the portable ones in this plugin and are
  * chosen per tile, never needed: a GPU they do not run on, or fail their
  * self-check on, gets the portable fmaf tiles.
  *
@@ -37,6 +37,12 @@
  * problem of the layer's dtype and K before first use (tc_selfcheck); a
  * table's variant that fails is replaced by the default with one warning,
  * a failed variant named by the key is an error.
+ *
+ * [moe] activations = nvfp4 on NVFP4 experts (W4A4): after the gather and
+ * after silu * up, k_quant_rows quantises every row to NVFP4 with
+ * symoe_fp4act.h (moe/cpu's quantiser) and writes the dequantised values
+ * back, so every tile computes on the same activations; the fp4mma tiles
+ * (sm_120a) multiply the codes and scales themselves.
  */
 #include "config.h"
 
@@ -65,6 +71,7 @@ typedef struct moe_cuda_mat {
     void *scale;    /* FP8 / NVFP4: [E, scale grid] (moe_kern.h, symk_qw), else NULL */
     float *global;  /* FP8 / NVFP4: [E] global scales, else NULL */
     symk_qw q;      /* points into scale and global */
+    int mma_scales; /* NVFP4: every scale byte is a ue4m3 the block-scaled MMA reads as the decoder does (<= 0x7e) */
 } moe_cuda_mat;
 
 typedef struct moe_cuda_layer {
@@ -85,6 +92,8 @@ typedef struct moe_cuda {
     int32_t e_first, e_count; /* the experts this instance holds (expert parallelism) */
     int tile_key;             /* TILE_TABLES, TILE_BUILTIN or a variant index */
     int route_host;           /* routing = host */
+    int act_nvfp4;            /* activations = nvfp4 */
+    int fp4act;               /* ... and the prepared experts are NVFP4: the expert GEMMs' inputs are quantised */
     char tuning_dir[4096];
     sytune_table tune;        /* entry[b][0]: bucket b's variant */
     symt_verdicts verdicts;   /* the tensor-core tiles' self-checks, for verdict_shape */
@@ -102,6 +111,8 @@ typedef struct moe_cuda {
     int32_t *d_ids;     /* [A] (device routing) */
     void *d_route;      /* the routing kernel's scratch (symk_route_scratch) */
     float *d_wts, *d_xe, *d_act, *d_up, *d_ye;
+    void *d_q;          /* fp4act: the two symk_qa's buffers */
+    symk_qa qx, qf;     /* fp4act: xe [A, hidden] and act [A, inter] quantised */
     size_t max_tiles;
 } moe_cuda;
 
@@ -115,10 +126,17 @@ static const sy_key_decl keys[] = {
      "sweeps them): on CUDA cores, bit-identical to each other, 64x32x32 (the default), 64x8x32, 128x8x32, "
      "64x16x32, 64x64x32, 128x32x32, 128x64x16; on tensor cores (bf16 hi + lo split products, within 1e-4 of "
      "those, self-checked on the GPU before use) mma64x8x32, mma64x32x32, mma128x64x32 (compute capability 8.0+), "
-     "wgmma128x16x32, wgmma128x64x32 (9.0 only); builtin: the default; empty or auto: the tables",
+     "wgmma128x16x32, wgmma128x64x32 (9.0 only); with activations = nvfp4 on NVFP4 experts, block-scaled FP4 "
+     "fp4mma64x8x128, fp4mma64x32x128, fp4mma128x64x128 (12.0 only); builtin: the default; empty or auto: the tables",
      0, 0, NULL},
     {"tuning_dir", SY_KEY_STRING, SY_MOE_TUNING_DIR,
      "MoE tuning tables: <dir>/cuda-sm<cc>/<gpu name>/E=..,N=..,K=..,dtype=...ini (docs/moe-tuning.md)", 0, 0, NULL},
+    /* Opt-in: it changes the numbers (W4A4); docs/gpu.md "Block-scaled FP4 MoE tiles". */
+    {"activations", SY_KEY_ENUM, "f32",
+     "the expert GEMMs' inputs: f32 as they are; nvfp4: each token row quantised to NVFP4 (E2M1 codes, E4M3 scale per "
+     "16, F32 global scale amax / 2688) before the gate/up and the down GEMMs, for NVFP4 experts only (others stay "
+     "F32), which the fp4mma tiles multiply on the block-scaled tensor cores of compute capability 12.0",
+     0, 0, "f32|nvfp4"},
     /* host stays the default until a GPU run has checked and timed device routing (docs/gpu.md). */
     {"routing", SY_KEY_ENUM, "host",
      "host: copy the router logits to the host and route there with moe cpu's code (synchronises every layer); "
@@ -159,6 +177,9 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
         symt_names(names, sizeof names);
         return sy_err_set(err, SY_ERR_INVALID, "tile = '%s': expected one of %s, builtin, auto or empty", tile, names);
     }
+    const char *act = sy_kv_get(cfg, n_cfg, "activations");
+    if (act && *act && strcmp(act, "f32") != 0 && strcmp(act, "nvfp4") != 0)
+        return sy_err_set(err, SY_ERR_INVALID, "activations = '%s': expected f32 or nvfp4", act);
     const char *routing = sy_kv_get(cfg, n_cfg, "routing");
     if (routing && *routing && strcmp(routing, "device") != 0 && strcmp(routing, "host") != 0)
         return sy_err_set(err, SY_ERR_INVALID, "routing = '%s': expected device or host", routing);
@@ -168,6 +189,7 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     m->host = host;
     m->gpu = syc_current_gpu();
     m->route_host = !routing || strcmp(routing, "device") != 0;
+    m->act_nvfp4 = act && strcmp(act, "nvfp4") == 0;
     m->chunk_tokens = mt;
     m->tile_key = tile_key;
     snprintf(m->tuning_dir, sizeof m->tuning_dir, "%s",
@@ -208,13 +230,13 @@ static void release(moe_cuda *m)
     void *host[] = {m->logits, m->ids, m->wts, m->counts, m->offsets, m->meta};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         free(host[i]);
-    void *dev[] = {m->d_meta, m->d_ids, m->d_route, m->d_wts, m->d_xe, m->d_act, m->d_up, m->d_ye};
+    void *dev[] = {m->d_meta, m->d_ids, m->d_route, m->d_wts, m->d_xe, m->d_act, m->d_up, m->d_ye, m->d_q};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             cudaFree(dev[i]);
     m->logits = m->wts = NULL;
     m->ids = m->counts = m->offsets = m->meta = m->d_meta = m->d_ids = NULL;
-    m->d_route = NULL;
+    m->d_route = m->d_q = NULL;
     m->d_wts = m->d_xe = m->d_act = m->d_up = m->d_ye = NULL;
     m->prepared = 0;
 }
@@ -268,12 +290,14 @@ static int tile_fit_query(int dev, symt_fit *f, sy_err *err)
     f->lim = (symt_limits){smem, regs, thr, ccmaj * 10 + ccmin};
     for (int v = 0; v < SYMK_N_VARIANTS; v++) {
         f->needs[v] = (symt_needs){0, 0, 0};
-        /* The wgmma tiles' module holds sm_90a code alone: nothing to ask another GPU (symt_check refuses them). */
-        if (symt_variants[v].kind == SYMT_WGMMA && f->lim.cc != 90)
+        /* The wgmma (fp4) tiles' module holds sm_90a (sm_120a) code alone: nothing to ask another GPU (symt_check
+         * refuses them). */
+        const symt_kind kind = symt_variants[v].kind;
+        if ((kind == SYMT_WGMMA && f->lim.cc != 90) || (kind == SYMT_FP4 && f->lim.cc != 120))
             continue;
         symk_attrs a;
         const int e = symk_variant_attrs(v, &a);
-        if (e && symt_variants[v].kind == SYMT_WGMMA) {
+        if (e && (kind == SYMT_WGMMA || kind == SYMT_FP4)) {
             f->needs[v].regs = -1; /* refused when named, naming this GPU; the other tiles stay usable */
             continue;
         }
@@ -327,7 +351,10 @@ static int check_shape(int variant, sy_dtype dt, int64_t M, int64_t K, uint64_t 
           *ref = malloc(sizeof(float) * (size_t)(A * M));
     const float global[E] = {fp4 ? 0.01f : 1.0f, fp4 ? 0.02f : 1.0f};
     symk_tile tiles[2][64];
-    void *d[8] = {NULL};
+    void *d[9] = {NULL};
+    /* An fp4 tile multiplies x quantised to NVFP4; the fmaf reference then runs on x's dequantised values. */
+    const int fp4mma = symt_variants[variant].kind == SYMT_FP4;
+    const int64_t ldc = SYMK_QA_LD_CODES(K), lds = SYMK_QA_LD_SCALES(K);
     int rc = SY_OK;
     if (!w || !sc || !x || !got || !ref) {
         rc = sy_err_set(err, SY_ERR_NOMEM, "moe cuda: self-check of tile %s: host memory", symt_variants[variant].name);
@@ -356,12 +383,12 @@ static int check_shape(int variant, sy_dtype dt, int64_t M, int64_t K, uint64_t 
     }
     const int64_t nt_ref = check_tiles(symt_variants[0].rows, tiles[0]);
     const int64_t nt = check_tiles(symt_variants[variant].rows, tiles[1]);
-    const size_t sizes[8] = {sizeof(float) * (size_t)(A * K), wbytes * E, sbytes * E + 1, sizeof global,
+    const size_t sizes[9] = {sizeof(float) * (size_t)(A * K), wbytes * E, sbytes * E + 1, sizeof global,
                              sizeof tiles[0], sizeof tiles[1], sizeof(float) * (size_t)(A * M),
-                             sizeof(float) * (size_t)(A * M)};
+                             sizeof(float) * (size_t)(A * M), (size_t)(A * (ldc + lds)) + sizeof(float) * A};
     const void *src[6] = {x, w, sc, global, tiles[0], tiles[1]};
     cudaError_t ce = cudaSuccess;
-    for (int i = 0; i < 8 && ce == cudaSuccess; i++) {
+    for (int i = 0; i < 8 + fp4mma && ce == cudaSuccess; i++) {
         ce = cudaMalloc(&d[i], sizes[i]);
         if (ce == cudaSuccess && i < 6)
             ce = cudaMemcpy(d[i], src[i], sizes[i], cudaMemcpyHostToDevice);
@@ -369,8 +396,12 @@ static int check_shape(int variant, sy_dtype dt, int64_t M, int64_t K, uint64_t 
     if (ce == cudaSuccess) {
         const symk_qw q = {d[2], d[3], n_scales, b0, b1};
         const int quant = fp8 || fp4;
-        symk_grouped_gemm(0, d[0], K, d[1], (int)dt, quant ? &q : NULL, M, d[4], nt_ref, NULL, d[6]);
-        symk_grouped_gemm(variant, d[0], K, d[1], (int)dt, quant ? &q : NULL, M, d[5], nt, NULL, d[7]);
+        const symk_qa qa = {d[8], fp4mma ? (uint8_t *)d[8] + A * ldc : NULL,
+                            fp4mma ? (float *)((uint8_t *)d[8] + A * (ldc + lds)) : NULL, ldc, lds};
+        if (fp4mma)
+            symk_quant_rows(d[0], A, K, &qa, NULL);
+        symk_grouped_gemm(0, d[0], NULL, K, d[1], (int)dt, quant ? &q : NULL, M, d[4], nt_ref, NULL, d[6]);
+        symk_grouped_gemm(variant, d[0], &qa, K, d[1], (int)dt, quant ? &q : NULL, M, d[5], nt, NULL, d[7]);
         ce = cudaGetLastError();
         if (ce == cudaSuccess)
             ce = cudaMemcpy(ref, d[6], sizes[6], cudaMemcpyDeviceToHost);
@@ -383,7 +414,7 @@ static int check_shape(int variant, sy_dtype dt, int64_t M, int64_t K, uint64_t 
     }
     *pass = symt_compare(got, ref, (size_t)(A * M), SYMT_TC_BOUND, worst) == 0;
 out:
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
         if (d[i])
             cudaFree(d[i]);
     free(w), free(sc), free(x), free(got), free(ref);
@@ -435,6 +466,7 @@ static int load_tiles(moe_cuda *m, sy_err *err)
     int rc = tile_fit_query(m->gpu, &fit, err);
     if (rc)
         return rc;
+    fit.fp4_act = m->fp4act;
     if (m->tile_key == TILE_BUILTIN) {
         snprintf(m->tune.source, sizeof m->tune.source, "built-in (tile = builtin)");
         return SY_OK;
@@ -496,6 +528,10 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
                 "host ([moe] routing = host)", p->n_experts, SYMK_GROUP_MAX_EXPERTS);
         m->route_host = 1;
     }
+    m->fp4act = m->act_nvfp4 && p->weight_dtype == SY_DTYPE_FP4_E2M1;
+    if (m->act_nvfp4 && !m->fp4act)
+        sy_logf(m->host, SY_LOG_WARN, SY_MOE_CUDA_NAME, "activations = nvfp4 applies to NVFP4 experts; these are %s: "
+                "their inputs stay F32", sy_dtype_name(p->weight_dtype));
     if ((rc = load_tiles(m, err)))
         return rc;
     const size_t C = (size_t)m->chunk_tokens, K = (size_t)p->top_k, A = C * K, E = (size_t)p->n_experts;
@@ -532,6 +568,18 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
         e = cudaMalloc((void **)&m->d_up, sizeof(float) * A * F);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&m->d_ye, sizeof(float) * A * H);
+    /* fp4act: every row's codes, scales and global scale for xe (K = hidden) and act (K = inter); codes first, then
+     * scales, then globals, each part a multiple of 16 bytes long, so the kernels' 8-byte code loads stay aligned. */
+    const size_t ldcx = (size_t)SYMK_QA_LD_CODES(p->hidden), ldsx = (size_t)SYMK_QA_LD_SCALES(p->hidden);
+    const size_t ldcf = (size_t)SYMK_QA_LD_CODES(p->inter), ldsf = (size_t)SYMK_QA_LD_SCALES(p->inter);
+    if (e == cudaSuccess && m->fp4act)
+        e = cudaMalloc(&m->d_q, A * (ldcx + ldcf + ldsx + ldsf + 2 * sizeof(float)));
+    if (e == cudaSuccess && m->fp4act) {
+        uint8_t *cx = m->d_q, *cf = cx + A * ldcx, *sx = cf + A * ldcf, *sf = sx + A * ldsx;
+        float *gx = (float *)(sf + A * ldsf);
+        m->qx = (symk_qa){cx, sx, gx, (int64_t)ldcx, (int64_t)ldsx};
+        m->qf = (symk_qa){cf, sf, gx + A, (int64_t)ldcf, (int64_t)ldsf};
+    }
     if (e != cudaSuccess) {
         release(m);
         return sy_err_set(err, SY_ERR_NOMEM, "moe cuda: device scratch for %zu tokens x top_k %zu (%.1f MiB): %s; "
@@ -541,9 +589,10 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     }
     m->prepared = 1;
     sy_logf(m->host, SY_LOG_INFO, SY_MOE_CUDA_NAME, "%d experts top-%d, device scratch for %zu tokens per pass "
-            "(%.1f MiB), %s experts, routing on the %s, expert GEMM tiles: %s (%d buckets)", p->n_experts, p->top_k, C,
+            "(%.1f MiB), %s experts%s, routing on the %s, expert GEMM tiles: %s (%d buckets)", p->n_experts, p->top_k, C,
             (double)(sizeof(float) * A * (2 * H + 2 * F) + route_bytes) / 1048576.0, sy_dtype_name(p->weight_dtype),
-            m->route_host ? "host" : "device", m->tune.source, m->tune.n);
+            m->fp4act ? " x NVFP4 activations (W4A4)" : "", m->route_host ? "host" : "device", m->tune.source,
+            m->tune.n);
     return SY_OK;
 }
 
@@ -604,6 +653,12 @@ static int upload_quant(const sy_moe_problem *p, int32_t E, int32_t e0, const sy
     if (ce != cudaSuccess)
         return syc_fail(err, ce, "moe prepare_layer: quantised expert upload");
     out->q = (symk_qw){out->scale, out->global, (int64_t)n_scales, b0, b1};
+    /* The decoders read a sign bit and 0x7f (480) where the MMA's ue4m3 has neither: such a matrix takes a CUDA-core
+     * tile (run_pass). */
+    out->mma_scales = fp4;
+    for (int32_t e = 0; e < E && out->mma_scales; e++)
+        for (size_t i = 0; i < n_scales && out->mma_scales; i++)
+            out->mma_scales = ((const uint8_t *)v[e].scale)[i] <= 0x7e;
     return SY_OK;
 }
 
@@ -679,6 +734,16 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
         layer_free(&L);
         return rc;
     }
+    int fp4_tiles = 0;
+    for (int b = 0; b < m->tune.n; b++)
+        fp4_tiles |= symt_variants[m->tune.entry[b][0]].kind == SYMT_FP4;
+    const moe_cuda_mat *mats[3] = {&L.gate, &L.up, &L.down};
+    for (int i = 0; i < 3 && fp4_tiles; i++)
+        if (!mats[i]->mma_scales)
+            sy_logf(m->host, SY_LOG_WARN, SY_MOE_CUDA_NAME, "layer %d %s: an NVFP4 scale byte above 0x7e (a sign "
+                    "bit or E4M3's NaN, which the block-scaled MMA reads differently from the decoder): its GEMMs "
+                    "run on a CUDA-core tile of the same height instead of the fp4mma tiles", layer,
+                    i == 0 ? "gate" : i == 1 ? "up" : "down");
     layer_free(&m->layers[layer]);
     m->layers[layer] = L;
     return SY_OK;
@@ -747,6 +812,15 @@ static int route_on_host(moe_cuda *m, const moe_cuda_layer *L, const float *logi
     return SY_OK;
 }
 
+/* The first CUDA-core tile of at least rows rows (the row tiles of a pass are cut for its variant). */
+static int fmaf_cover(int rows)
+{
+    for (int v = 0; v < SYMK_N_FMAF; v++)
+        if (symt_variants[v].rows >= rows)
+            return v;
+    return 0; /* unreachable: SYMK_VARIANTS has 64-row tiles, the tallest of any kind */
+}
+
 /* One pass over tokens [t0, t0 + n). */
 static int run_pass(moe_cuda *m, const moe_cuda_layer *L, const float *x, int64_t ldx, const float *logits,
                     int64_t ldl, float *out, int64_t ldo, int64_t t0, int64_t n, sy_err *err)
@@ -777,11 +851,19 @@ static int run_pass(moe_cuda *m, const moe_cuda_layer *L, const float *x, int64_
     }
     const int wdt = (int)m->p.weight_dtype;
     const int q = syk_wdtype_quant(m->p.weight_dtype);
+    /* A matrix the block-scaled MMA cannot read (mma_scales) takes an fmaf tile at least as tall as the row tiles. */
+    const int fp4v = symt_variants[variant].kind == SYMT_FP4, alt = fp4v ? fmaf_cover(vr) : variant;
+    const int vg = fp4v && !L->gate.mma_scales ? alt : variant, vu = fp4v && !L->up.mma_scales ? alt : variant;
+    const int vd = fp4v && !L->down.mma_scales ? alt : variant;
     symk_gather(x + t0 * ldx, ldx, m->d_meta, rows, H, m->d_xe, cnt);
-    symk_grouped_gemm(variant, m->d_xe, H, L->gate.w, wdt, q ? &L->gate.q : NULL, F, d_tiles, nt, cnt, m->d_act);
-    symk_grouped_gemm(variant, m->d_xe, H, L->up.w, wdt, q ? &L->up.q : NULL, F, d_tiles, nt, cnt, m->d_up);
+    if (m->fp4act) /* W4A4: every tile then reads the same quantised inputs (codes, or their values) */
+        symk_quant_rows(m->d_xe, rows, H, &m->qx, cnt);
+    symk_grouped_gemm(vg, m->d_xe, &m->qx, H, L->gate.w, wdt, q ? &L->gate.q : NULL, F, d_tiles, nt, cnt, m->d_act);
+    symk_grouped_gemm(vu, m->d_xe, &m->qx, H, L->up.w, wdt, q ? &L->up.q : NULL, F, d_tiles, nt, cnt, m->d_up);
     symk_silu_mul(m->d_act, m->d_up, rows, F, cnt);
-    symk_grouped_gemm(variant, m->d_act, F, L->down.w, wdt, q ? &L->down.q : NULL, H, d_tiles, nt, cnt, m->d_ye);
+    if (m->fp4act)
+        symk_quant_rows(m->d_act, rows, F, &m->qf, cnt);
+    symk_grouped_gemm(vd, m->d_act, &m->qf, F, L->down.w, wdt, q ? &L->down.q : NULL, H, d_tiles, nt, cnt, m->d_ye);
     symk_combine(m->d_ye, H, m->d_meta + A, m->d_wts, n, (int)K, out + t0 * ldo, ldo);
     return syc_launched(err, "moe forward");
 }
@@ -891,8 +973,8 @@ static const sy_plugin_desc desc = {
     .device = "cuda",
     .description = "mixture of experts on NVIDIA GPUs (portable): the CPU plugin's routing on the device (or the host), "
                    "grouped expert GEMMs on F32/F16/BF16, FP8 E4M3 and NVFP4 weights with F32 accumulation on CUDA "
-                   "cores or tensor cores (mma.sync, wgmma on sm_90a; self-checked), tiles from tuning tables, expert "
-                   "parallelism",
+                   "cores or tensor cores (mma.sync, wgmma on sm_90a; self-checked), NVFP4-quantised activations (W4A4) "
+                   "with block-scaled FP4 tensor cores on sm_120a, tiles from tuning tables, expert parallelism",
     .keys = keys,
     .probe = probe,
     .create = create,

@@ -22,6 +22,10 @@
  * tensor cores from bf16 hi + lo halves of both operands (moe_tc.cuh), in
  * F32: not the fmaf tiles' bits, within SYMT_TC_BOUND of them (moe_tiles.h;
  * moe_cuda.c checks each on the GPU before its first use).
+ *
+ * k_quant_rows ([moe] activations = nvfp4) quantises activation rows to
+ * NVFP4 with symoe_fp4act.h, moe/cpu's quantiser, and leaves their
+ * dequantised values in place; moe_fp4.cu's tiles read the codes.
  */
 #include <math.h>
 #include <stdint.h>
@@ -29,6 +33,8 @@
 #include "moe_kern.h"
 #include "moe_route_dev.h"
 #include "moe_tc.cuh"
+#include "sycuda_mma.cuh"
+#include "symoe_fp4act.h"
 
 __global__ void k_gather(const float *x, int64_t ldx, const int32_t *tok, int64_t A, int64_t hidden, float *xe,
                          const symk_counts *cnt)
@@ -105,24 +111,9 @@ __global__ void __launch_bounds__((TM / RC) * (TN / RR))
 }
 
 /*
- * One m16n8k16 MMA, D += A B: A 16 x 16 bf16 (row-major: the weight rows,
- * k along a row), B 16 x 8 bf16 (column-major: the token rows, k along a
- * column), D 16 x 8 F32. Fragments (PTX ISA, "Matrix Fragments for
- * mma.m16n8k16 with floating point type"), g = lane / 4, t = lane % 4,
- * two bf16 per register, the lower k in the low half:
- *   A: a0 (row g, k 2t..2t+1), a1 (row g+8, same k), a2 (row g, k 2t+8..),
- *      a3 (row g+8, k 2t+8..);  B: b0 (col g, k 2t..2t+1), b1 (col g, k 2t+8..);
- *   D: d0 (row g, col 2t), d1 (g, 2t+1), d2 (g+8, 2t), d3 (g+8, 2t+1).
+ * The tensor-core tiles' products (syc_mma_bf16, sycuda_mma.cuh): A is 16
+ * weight rows (k along a row), B 8 token rows (k along a column), D F32.
  */
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
 
 /* Two consecutive bf16 of a shared-memory row (k even, rows a multiple of 4 bytes apart) as one register. */
 __device__ __forceinline__ uint32_t ld_pair(const uint16_t *p)
@@ -187,10 +178,10 @@ __global__ void __launch_bounds__(WM *WN * 32)
             }
             for (int i = 0; i < MI; i++)
                 for (int j = 0; j < NI; j++) {
-                    mma_bf16(acc[i][j], ah[i], bl[j][0], bl[j][1]); /* the small products first */
+                    syc_mma_bf16(acc[i][j], ah[i], bl[j][0], bl[j][1]); /* the small products first */
                     if (split_w)
-                        mma_bf16(acc[i][j], al[i], bh[j][0], bh[j][1]);
-                    mma_bf16(acc[i][j], ah[i], bh[j][0], bh[j][1]);
+                        syc_mma_bf16(acc[i][j], al[i], bh[j][0], bh[j][1]);
+                    syc_mma_bf16(acc[i][j], ah[i], bh[j][0], bh[j][1]);
                 }
         }
         __syncthreads();
@@ -210,11 +201,16 @@ __global__ void __launch_bounds__(WM *WN * 32)
                   "a tile variant must split evenly over at most 1024 threads");
 SYMK_VARIANTS(SYMK_STATIC_ASSERT)
 
-extern "C" void symk_grouped_gemm(int variant, const float *xe, int64_t K, const void *w, int wdt, const symk_qw *q,
-                                  int64_t M, const symk_tile *tiles, int64_t n_tiles, const symk_counts *cnt, float *out)
+extern "C" void symk_grouped_gemm(int variant, const float *xe, const symk_qa *xq, int64_t K, const void *w, int wdt,
+                                  const symk_qw *q, int64_t M, const symk_tile *tiles, int64_t n_tiles,
+                                  const symk_counts *cnt, float *out)
 {
     if (n_tiles <= 0 || M <= 0)
         return;
+    if (variant >= SYMK_FIRST_FP4) { /* moe_fp4.cu: the quantised activations, NVFP4 weights */
+        symk_fp4_gemm(variant - SYMK_FIRST_FP4, xq, K, w, q, M, tiles, n_tiles, cnt, out);
+        return;
+    }
     const symk_qw qv = q ? *q : symk_qw{};
     /* gridDim.y stops at 65535: a pass of many 8-row tiles (max_tokens x top_k / 8) launches in pieces; each
      * tile names its own rows, so the pieces are independent. */
@@ -235,7 +231,7 @@ extern "C" void symk_grouped_gemm(int variant, const float *xe, int64_t K, const
         SYMK_MMA_VARIANTS(SYMK_MMA_LAUNCH)
 #undef SYMK_MMA_LAUNCH
     }
-    if (variant >= SYMK_N_FMAF + SYMK_N_MMA) /* moe_wgmma.cu cuts its own launches */
+    if (variant >= SYMK_N_FMAF + SYMK_N_MMA && variant < SYMK_FIRST_FP4) /* moe_wgmma.cu cuts its own launches */
         symk_wgmma_gemm(variant - SYMK_N_FMAF - SYMK_N_MMA, xe, K, w, wdt, q, M, tiles, n_tiles, cnt, out);
 }
 
@@ -254,6 +250,8 @@ extern "C" int symk_variant_attrs(int variant, symk_attrs *out)
         e = cudaFuncGetAttributes(&a, k_mma_gemm<c, r, k, wm, wn>);
     SYMK_MMA_VARIANTS(SYMK_MMA_ATTRS)
 #undef SYMK_MMA_ATTRS
+    if (variant >= SYMK_FIRST_FP4)
+        return symk_fp4_attrs(variant - SYMK_FIRST_FP4, out);
     if (variant >= SYMK_N_FMAF + SYMK_N_MMA)
         return symk_wgmma_attrs(variant - SYMK_N_FMAF - SYMK_N_MMA, out);
     if (e != cudaSuccess)
@@ -262,6 +260,58 @@ extern "C" int symk_variant_attrs(int variant, symk_attrs *out)
     out->regs = a.numRegs;
     out->max_threads = a.maxThreadsPerBlock;
     return 0;
+}
+
+/*
+ * One block per row: the row's largest magnitude and finiteness (fmaxf
+ * and AND are exact in any order, so the global scale is the host's), then
+ * each thread quantises whole 16-element blocks with symoe_fp4act.h and
+ * writes their dequantised values back over them.
+ */
+__global__ void __launch_bounds__(128) k_quant_rows(float *x, int64_t rows, int64_t K, symk_qa qa,
+                                                    const symk_counts *cnt)
+{
+    const int64_t a = blockIdx.x;
+    if (a >= rows || (cnt && a >= cnt->rows))
+        return;
+    __shared__ float s_amax[128];
+    __shared__ int s_finite[128];
+    float *row = x + a * K;
+    float amax = 0.0f;
+    int finite = 1;
+    for (int64_t i = threadIdx.x; i < K; i += blockDim.x) {
+        finite &= isfinite(row[i]) ? 1 : 0;
+        amax = fmaxf(amax, fabsf(row[i]));
+    }
+    s_amax[threadIdx.x] = amax;
+    s_finite[threadIdx.x] = finite;
+    __syncthreads();
+    for (int h = blockDim.x / 2; h > 0; h /= 2) {
+        if ((int)threadIdx.x < h) {
+            s_amax[threadIdx.x] = fmaxf(s_amax[threadIdx.x], s_amax[threadIdx.x + h]);
+            s_finite[threadIdx.x] &= s_finite[threadIdx.x + h];
+        }
+        __syncthreads();
+    }
+    const float g = s_finite[0] ? syf_global(s_amax[0]) : NAN;
+    uint8_t *codes = qa.codes + a * qa.ld_codes, *scales = qa.scales + a * qa.ld_scales;
+    if (threadIdx.x == 0)
+        qa.global[a] = g;
+    for (int64_t b = threadIdx.x; b < syf_n_scales(K); b += blockDim.x) {
+        const int64_t k0 = b * SYF_BLOCK;
+        const int n = (int)(K - k0 < SYF_BLOCK ? K - k0 : SYF_BLOCK);
+        for (int j = 0; j < (n + 1) / 2; j++)
+            codes[k0 / 2 + j] = 0;
+        scales[b] = syf_block(row + k0, n, g, codes + k0 / 2);
+        for (int j = 0; j < n; j++)
+            row[k0 + j] = syf_value(codes, scales, g, k0 + j);
+    }
+}
+
+extern "C" void symk_quant_rows(float *x, int64_t rows, int64_t K, const symk_qa *qa, const symk_counts *cnt)
+{
+    if (rows > 0 && K > 0)
+        k_quant_rows<<<(unsigned)rows, 128>>>(x, rows, K, *qa, cnt);
 }
 
 __global__ void k_silu_mul(float *g, const float *u, int64_t n, int64_t row_len, const symk_counts *cnt)

@@ -63,6 +63,21 @@ extern "C" {
 #define SYMK_WGMMA_VARIANTS(X) \
     X(128, 16, 32)             \
     X(128, 64, 32)
+/*
+ * Block-scaled FP4 tiles ([moe] activations = nvfp4 on NVFP4 experts
+ * only): mma.sync.m16n8k64 kind::mxf4nvf4 with ue4m3 scales per 16 k
+ * (sm_120a only, moe_fp4.cu), the experts' codes and scales as stored times
+ * the activations' NVFP4 codes and scales (symoe_fp4act.h); each product
+ * of two e2m1 codes and two ue4m3 scales is exact in F32, the global
+ * scales multiply the sum. Within SYMT_TC_BOUND of the fmaf tiles run on
+ * the dequantised activations (only the order of the sum differs).
+ *   X(cols, rows, k, warps_m, warps_n): k the slice of K staged per step
+ *   (a multiple of 64), warps as the mma.sync tiles.
+ */
+#define SYMK_FP4_VARIANTS(X) \
+    X(64, 8, 128, 4, 1)      \
+    X(64, 32, 128, 2, 2)     \
+    X(128, 64, 128, 4, 2)
 
 #define SYMK_COUNT_VARIANT(c, r, k, tc, tr) +1
 #define SYMK_COUNT_VARIANT3(c, r, k) +1
@@ -70,8 +85,10 @@ enum {
     SYMK_N_FMAF = 0 SYMK_VARIANTS(SYMK_COUNT_VARIANT),
     SYMK_N_MMA = 0 SYMK_MMA_VARIANTS(SYMK_COUNT_VARIANT),
     SYMK_N_WGMMA = 0 SYMK_WGMMA_VARIANTS(SYMK_COUNT_VARIANT3),
-    /* Indices: the fmaf tiles, then the mma ones, then the wgmma ones. */
-    SYMK_N_VARIANTS = SYMK_N_FMAF + SYMK_N_MMA + SYMK_N_WGMMA
+    SYMK_N_FP4 = 0 SYMK_FP4_VARIANTS(SYMK_COUNT_VARIANT),
+    /* Indices: the fmaf tiles, then the mma ones, the wgmma ones, the fp4 ones. */
+    SYMK_FIRST_FP4 = SYMK_N_FMAF + SYMK_N_MMA + SYMK_N_WGMMA,
+    SYMK_N_VARIANTS = SYMK_FIRST_FP4 + SYMK_N_FP4
 };
 
 /* One block row of the grouped GEMM: rows [row0, row0 + rows) of the assignments, all routed to expert. */
@@ -94,6 +111,8 @@ typedef struct symk_attrs {
 int symk_variant_attrs(int variant, symk_attrs *out);
 /* The wgmma variants (moe_wgmma.cu), v counted from 0 among them. */
 int symk_wgmma_attrs(int v, symk_attrs *out);
+/* The fp4 variants (moe_fp4.cu), v counted from 0 among them; only sm_120a code. */
+int symk_fp4_attrs(int v, symk_attrs *out);
 
 /* Weight dtypes beyond syc_load's F32/F16/BF16 (sy_dtype's numbers). */
 #define SYMK_FP8 3
@@ -123,6 +142,29 @@ typedef struct symk_counts {
     int32_t rows, tiles;
 } symk_counts;
 
+/*
+ * Activation rows quantised to NVFP4 (symoe_fp4act.h), device memory: row
+ * a's codes at codes + a * ld_codes (element 2i in the low nibble of byte
+ * i), its scales at scales + a * ld_scales (E4M3, one per 16 elements),
+ * its global scale global[a].
+ */
+typedef struct symk_qa {
+    uint8_t *codes, *scales;
+    float *global;
+    int64_t ld_codes, ld_scales;
+} symk_qa;
+
+/* ld_codes and ld_scales for rows of K elements (multiples of 16 bytes). */
+#define SYMK_QA_LD_CODES(K) (((K) + 31) / 32 * 16)
+#define SYMK_QA_LD_SCALES(K) (((K) + 255) / 256 * 16)
+
+/*
+ * Quantises rows [0, rows) of x [rows, K] (cnt->rows when cnt is not NULL)
+ * into qa and replaces each by its dequantised values, which the other
+ * tiles then multiply: every tile computes on the same activations.
+ */
+void symk_quant_rows(float *x, int64_t rows, int64_t K, const symk_qa *qa, const symk_counts *cnt);
+
 /* xe[a] = x[tok[a]] for a < A (a < cnt->rows when cnt is not NULL). */
 void symk_gather(const float *x, int64_t ldx, const int32_t *tok, int64_t A, int64_t hidden, float *xe,
                  const symk_counts *cnt);
@@ -131,10 +173,16 @@ void symk_gather(const float *x, int64_t ldx, const int32_t *tok, int64_t A, int
  * (row-major [M, K] of dtype wdt per expert; FP8 / NVFP4 with q, else q is
  * NULL); n_tiles tiles on the device (at most n_tiles, the first
  * cnt->tiles of them, when cnt is not NULL), each of at most the
- * variant's rows.
+ * variant's rows. An fp4 variant reads xq (xe quantised by
+ * symk_quant_rows; NVFP4 weights, K a multiple of 16) instead of xe; the
+ * others ignore xq.
  */
-void symk_grouped_gemm(int variant, const float *xe, int64_t K, const void *w, int wdt, const symk_qw *q, int64_t M,
-                       const symk_tile *tiles, int64_t n_tiles, const symk_counts *cnt, float *out);
+void symk_grouped_gemm(int variant, const float *xe, const symk_qa *xq, int64_t K, const void *w, int wdt,
+                       const symk_qw *q, int64_t M, const symk_tile *tiles, int64_t n_tiles, const symk_counts *cnt,
+                       float *out);
+/* The fp4 part of symk_grouped_gemm (moe_fp4.cu), v counted from 0 among the fp4 variants. */
+void symk_fp4_gemm(int v, const symk_qa *xq, int64_t K, const void *w, const symk_qw *q, int64_t M,
+                   const symk_tile *tiles, int64_t n_tiles, const symk_counts *cnt, float *out);
 /* The wgmma part of symk_grouped_gemm (moe_wgmma.cu), v counted from 0 among the wgmma variants. */
 void symk_wgmma_gemm(int v, const float *xe, int64_t K, const void *w, int wdt, const symk_qw *q, int64_t M,
                      const symk_tile *tiles, int64_t n_tiles, const symk_counts *cnt, float *out);

@@ -7,12 +7,15 @@
 #include <string.h>
 
 #include "moe_tiles.h"
+#include "syselfcheck.h"
 
 #define SYMT_ENTRY(c, r, k, tc, tr) {#c "x" #r "x" #k, c, r, k, ((c) / (tc)) * ((r) / (tr)), SYMT_FMAF},
 #define SYMT_MMA_ENTRY(c, r, k, wm, wn) {"mma" #c "x" #r "x" #k, c, r, k, (wm) * (wn) * 32, SYMT_MMA},
 #define SYMT_WGMMA_ENTRY(c, r, k) {"wgmma" #c "x" #r "x" #k, c, r, k, (c) / 64 * 128, SYMT_WGMMA},
+#define SYMT_FP4_ENTRY(c, r, k, wm, wn) {"fp4mma" #c "x" #r "x" #k, c, r, k, (wm) * (wn) * 32, SYMT_FP4},
 const symt_variant symt_variants[SYMK_N_VARIANTS] = {SYMK_VARIANTS(SYMT_ENTRY) SYMK_MMA_VARIANTS(SYMT_MMA_ENTRY)
-                                                         SYMK_WGMMA_VARIANTS(SYMT_WGMMA_ENTRY)};
+                                                         SYMK_WGMMA_VARIANTS(SYMT_WGMMA_ENTRY)
+                                                             SYMK_FP4_VARIANTS(SYMT_FP4_ENTRY)};
 
 int symt_find(const char *name)
 {
@@ -41,6 +44,12 @@ int symt_check(const symt_variant *v, const symt_needs *n, const symt_limits *l,
     if (v->kind == SYMT_WGMMA && l->cc != 90) {
         snprintf(why, cap, "tile %s: wgmma is built for sm_90a and runs on compute capability 9.0 only, this GPU is "
                  "%d.%d", v->name, l->cc / 10, l->cc % 10);
+        return -1;
+    }
+    /* An sm_120a image is not forward compatible, not even to 12.1 (sm_121a would need its own image). */
+    if (v->kind == SYMT_FP4 && l->cc != 120) {
+        snprintf(why, cap, "tile %s: block-scaled FP4 mma.sync is built for sm_120a and runs on compute capability "
+                 "12.0 only, this GPU is %d.%d", v->name, l->cc / 10, l->cc % 10);
         return -1;
     }
     if (n->regs < 0) {
@@ -89,6 +98,11 @@ int symt_check_entry(const void *fit, const int64_t *entry, char *why, size_t ca
     const symt_fit *f = fit;
     const int v = (int)entry[0];
     char lim[300];
+    if (symt_variants[v].kind == SYMT_FP4 && !f->fp4_act) {
+        snprintf(why, cap, "tile %s multiplies NVFP4 experts by NVFP4-quantised activations: it needs NVFP4 experts "
+                 "and [moe] activations = nvfp4", symt_variants[v].name);
+        return SY_ERR_UNSUPPORTED;
+    }
     if (symt_check(&symt_variants[v], &f->needs[v], &f->lim, lim, sizeof lim)) {
         snprintf(why, cap, "does not fit this device: %s", lim);
         return SY_ERR_UNSUPPORTED;
@@ -103,17 +117,7 @@ sytune_schema symt_schema(const symt_fit *fit, const char *log_name)
 
 int symt_compare(const float *got, const float *ref, size_t n, double bound, double *worst)
 {
-    double mx = 0, diff = 0;
-    int finite = n > 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i]) || !isfinite(ref[i]))
-            finite = 0;
-        mx = fmax(mx, fabs((double)ref[i]));
-        diff = fmax(diff, fabs((double)got[i] - (double)ref[i]));
-    }
-    /* fmax drops NaN, so a NaN is caught by finite alone; an all-zero ref passes only an all-zero got. */
-    *worst = !finite ? INFINITY : mx > 0 ? diff / mx : diff > 0 ? INFINITY : 0.0;
-    return *worst <= bound ? 0 : -1;
+    return syc_rel_compare(got, ref, n, bound, worst);
 }
 
 int symt_verdict(symt_verdicts *vd, int variant, symt_selfcheck_fn fn, void *ctx, int *pass, sy_err *err)
