@@ -10,18 +10,18 @@ check_PROGRAMS += tests/unit/test_device_sampling tests/unit/test_sample_pick te
 TESTS += tests/unit/test_device_sampling tests/unit/test_sample_pick tests/unit/test_device_sampled tests/cli/test_device_sampling.sh \
 	tests/cli/test_device_sampled.sh
 EXTRA_DIST += tests/cli/test_device_sampling.sh tests/cli/twin_rows.py tests/cli/test_device_sampled.sh
-tests_unit_test_device_sampling_SOURCES = tests/unit/test_device_sampling.c tests/unit/test_check.h
+tests_unit_test_device_sampling_SOURCES = tests/unit/test_device_sampling.c tests/unit/engine_sampling.h tests/unit/test_check.h
 tests_unit_test_device_sampling_CPPFLAGS = $(libsycore_a_CPPFLAGS)
 tests_unit_test_device_sampling_LDADD = $(SY_CORE_LIBS)
 tests_unit_test_sample_pick_SOURCES = tests/unit/test_sample_pick.c tests/unit/test_check.h
 tests_unit_test_sample_pick_CPPFLAGS = $(libsycore_a_CPPFLAGS)
 tests_unit_test_sample_pick_LDADD = $(SY_CORE_LIBS)
-tests_unit_test_device_sampled_SOURCES = tests/unit/test_device_sampled.c tests/unit/test_check.h
+tests_unit_test_device_sampled_SOURCES = tests/unit/test_device_sampled.c tests/unit/engine_sampling.h tests/unit/test_check.h
 tests_unit_test_device_sampled_CPPFLAGS = $(libsycore_a_CPPFLAGS)
 tests_unit_test_device_sampled_LDADD = $(SY_CORE_LIBS)
 # A device that leaves every other sampled row to the host (-1): the core's fallback.
 check_LTLIBRARIES += tests/plugins/sysample-half.la
-tests_plugins_sysample_half_la_SOURCES = tests/plugins/sysample_half.c
+tests_plugins_sysample_half_la_SOURCES = tests/plugins/sysample_half.c tests/plugins/sywrap_device.h
 tests_plugins_sysample_half_la_CPPFLAGS = $(SY_TEST_PLUGIN_CPPFLAGS)
 tests_plugins_sysample_half_la_CFLAGS = $(SY_PLUGIN_CFLAGS)
 tests_plugins_sysample_half_la_LDFLAGS = $(SY_TEST_PLUGIN_LDFLAGS)

@@ -19,16 +19,9 @@ if [ -z "${SY_SHARED_DIR:-}" ] || [ ! -d "$SY_SHARED_DIR/models/stories260k" ] |
     echo "FAIL: SY_SHARED_DIR (${SY_SHARED_DIR:-unset}) has no models/stories260k or models/tiny-llama" >&2
     exit 1
 fi
-command -v curl >/dev/null || { echo "FAIL: curl not found (tools/install-deps.sh installs it)"; exit 1; }
-sy=$SY_BUILDDIR/switchyard
-cfg=$SY_BUILDDIR/etc/switchyard-build.ini
-tmp=$(mktemp -d)
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+# sy, ini, tmp (removed at exit with the server in pid), ok, bad and start_server.
+. "${SY_SRCDIR:?run through make check}/tests/faults/lib.sh"
+cfg=$ini
 N=32
 threads="--set device.threads=2" # [device] keys of the cpu device (the test device below has its own)
 # gen MODEL MODE [ARGS]: the generated ids; "$tmp/err" keeps stderr.
@@ -94,32 +87,8 @@ fi
 serve() {
     mode=$1
     mkdir -p "$tmp/$mode"
-    port=
-    try=0
-    while [ $try -lt 8 ] && [ -z "$port" ]; do
-        p=$((20000 + ($$ * 13 + try * 7919 + ${#mode} * 211) % 40000))
-        try=$((try + 1))
-        "$sy" serve -q -c "$cfg" --set "frontend:api.listen=127.0.0.1:$p" --set device.threads=2 \
-            --set scheduler.device_sampling="$mode" --model "$SY_SHARED_DIR/models/stories260k" \
-            >"$tmp/$mode.out" 2>"$tmp/$mode.err" &
-        pid=$!
-        i=0
-        while [ $i -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
-            if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$p/health")" = 200 ]; then
-                port=$p
-                break
-            fi
-            sleep 0.1
-            i=$((i + 1))
-        done
-        if [ -z "$port" ]; then
-            kill "$pid" 2>/dev/null
-            wait "$pid" 2>/dev/null
-            pid=
-            grep -q "Address already in use" "$tmp/$mode.err" || break
-        fi
-    done
-    [ -n "$port" ] || { bad "serve ($mode) did not come up: $(tail -5 "$tmp/$mode.err")"; return; }
+    start_server "$mode" -q --set device.threads=2 --set scheduler.device_sampling="$mode" \
+        --model "$SY_SHARED_DIR/models/stories260k"
     clients=
     for k in 1 2 3 4 5 6; do
         # 1-4 sampled on the device with auto; 5 greedy (argmax); 6 asks for logprobs (its row comes back whole)

@@ -14,37 +14,13 @@
 
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "engine_sampling.h"
 #include "test_check.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 enum { NSEQ = 4, PROMPT = 7 };
-
-static sy_engine *open_engine(const char *model, const char *mode)
-{
-    sy_err err = {{0}};
-    sy_config *cfg = sy_config_new();
-    char path[4200], ds[64];
-    snprintf(path, sizeof path, "model.path=%s", model);
-    snprintf(ds, sizeof ds, "scheduler.device_sampling=%s", mode);
-    const char *sets[] = {"device.plugin=cpu", "attention.plugin=cpu", "moe.plugin=cpu", "comm.plugin=local",
-                          path, ds};
-    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
-        if (sy_config_set(cfg, sets[i], &err)) {
-            fprintf(stderr, "FAIL --set %s: %s\n", sets[i], err.msg);
-            sy_config_free(cfg);
-            return NULL;
-        }
-    sy_engine *e = NULL;
-    const sy_engine_opts eo = {.plugin_dirs = getenv("SY_PLUGIN_DIR")};
-    if (sy_engine_open(cfg, &eo, &e, &err)) {
-        fprintf(stderr, "FAIL engine on %s (device_sampling %s): %s\n", model, mode, err.msg);
-        e = NULL;
-    }
-    sy_config_free(cfg);
-    return e;
-}
 
 /* kind[s]: 0 wants its logits, 1 only the greedy pick, 2 the draw rows[s]; picks[s] gets 1's and 2's ids. */
 static int step(sy_engine *e, int32_t prompts[NSEQ][PROMPT], int32_t *blocks, const int *kind,
