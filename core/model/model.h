@@ -90,6 +90,25 @@ typedef struct sy_model_config {
     /* Sliding-window attention span in tokens (Mistral, Mixtral); 0: full
      * attention (also when the window covers max_pos anyway). */
     int32_t sliding_window;
+    /* Per-layer windows [n_layers] (0: full attention in that layer) when
+     * layers differ (gpt-oss layer_types, Qwen2 max_window_layers); NULL:
+     * sliding_window holds for every layer. */
+    int32_t *layer_window;
+
+    /* gpt-oss: learned attention sinks per head, biases on o_proj, the
+     * router and the experts, and the clamped SwiGLU (sy_moe_activation). */
+    bool attn_sinks;
+    bool o_bias;
+    bool router_bias;
+    bool expert_bias;
+    int32_t moe_activation;
+    float swiglu_alpha, swiglu_limit;
+
+    /* DeepSeek-V3 / GLM multi-token prediction: num_nextn_predict_layers
+     * layers stored after the last decoder layer (0: none). */
+    int32_t n_mtp_layers;
+    /* DSA indexer RoPE: interleaved pairs (GLM-5) or halves (DeepSeek-V3.2). */
+    bool indexer_rope_interleave;
 
     /* Special token ids from config.json / generation_config.json; -1 if none. */
     int32_t bos_id;

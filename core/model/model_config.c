@@ -355,4 +355,6 @@ void sy_model_config_free(sy_model_config *cfg)
     cfg->layer_is_moe = NULL;
     free(cfg->layer_has_indexer);
     cfg->layer_has_indexer = NULL;
+    free(cfg->layer_window);
+    cfg->layer_window = NULL;
 }

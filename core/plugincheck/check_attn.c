@@ -195,9 +195,16 @@ static int setup(run *r, sy_pc *pc, const acase *c, int n_layers, int n_blocks, 
     r->pc = pc;
     r->c = c;
     r->ops = pc->desc->ops;
-    r->p = (sy_attn_problem){sizeof(sy_attn_problem), n_layers,    c->n_heads, c->n_kv_heads, c->head_dim,
-                             c->v_head_dim,           c->block_size, n_blocks, c->kv,         0,
-                             c->window};
+    r->p = (sy_attn_problem){.struct_size = sizeof(sy_attn_problem),
+                             .n_layers = n_layers,
+                             .n_heads = c->n_heads,
+                             .n_kv_heads = c->n_kv_heads,
+                             .head_dim = c->head_dim,
+                             .v_head_dim = c->v_head_dim,
+                             .block_size = c->block_size,
+                             .n_blocks = n_blocks,
+                             .kv_dtype = c->kv,
+                             .sliding_window = c->window};
     r->p.scale = (float)(1.0 / sqrt((double)c->head_dim));
     snprintf(cas, cap, "%s: heads %d/%d dim %d/%d block %d%s", c->name, c->n_heads, c->n_kv_heads, c->head_dim,
              c->v_head_dim, c->block_size, c->window ? " window" : "");

@@ -243,8 +243,9 @@ static void check_case(sy_pc *pc, const mcase *c, int n_tokens)
         return;
     const sy_moe_ops *ops = pc->desc->ops;
     const int n_layers = 2;
-    sy_moe_problem p = {sizeof p,  n_layers,     c->n_experts, c->top_k,   c->hidden, c->inter,
-                        c->scoring, c->norm,     c->scaling,   c->n_group, c->topk_group, c->wdt};
+    sy_moe_problem p = {.struct_size = sizeof p, .n_layers = n_layers, .n_experts = c->n_experts, .top_k = c->top_k, .hidden = c->hidden,
+                        .inter = c->inter, .scoring = c->scoring, .norm_topk_prob = c->norm, .routed_scaling_factor = c->scaling,
+                        .n_group = c->n_group, .topk_group = c->topk_group, .weight_dtype = c->wdt};
     sy_err err;
     memset(&err, 0, sizeof err);
     experts x[2];
@@ -338,8 +339,9 @@ static void check_ranges(sy_pc *pc, const mcase *c, int n_tokens)
     snprintf(cas, sizeof cas, "%s: %d tok, E %d top %d, 3 expert ranges", c->name, n_tokens, c->n_experts,
              c->top_k);
     const int32_t E = c->n_experts, cut[4] = {0, E / 3, E / 3 + E / 4, E};
-    sy_moe_problem p = {sizeof p,   1,       c->n_experts, c->top_k,   c->hidden,     c->inter,
-                        c->scoring, c->norm, c->scaling,   c->n_group, c->topk_group, c->wdt};
+    sy_moe_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_experts = c->n_experts, .top_k = c->top_k, .hidden = c->hidden,
+                        .inter = c->inter, .scoring = c->scoring, .norm_topk_prob = c->norm, .routed_scaling_factor = c->scaling,
+                        .n_group = c->n_group, .topk_group = c->topk_group, .weight_dtype = c->wdt};
     sy_err err;
     memset(&err, 0, sizeof err);
     experts x;
@@ -419,8 +421,9 @@ static void speed_case(sy_pc *pc, const mcase *c, int n_tokens)
     if (!inst)
         return;
     const sy_moe_ops *ops = pc->desc->ops;
-    sy_moe_problem p = {sizeof p,   1,       c->n_experts, c->top_k,   c->hidden,     c->inter,
-                        c->scoring, c->norm, c->scaling,   c->n_group, c->topk_group, c->wdt};
+    sy_moe_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_experts = c->n_experts, .top_k = c->top_k, .hidden = c->hidden,
+                        .inter = c->inter, .scoring = c->scoring, .norm_topk_prob = c->norm, .routed_scaling_factor = c->scaling,
+                        .n_group = c->n_group, .topk_group = c->topk_group, .weight_dtype = c->wdt};
     sy_err err;
     memset(&err, 0, sizeof err);
     experts x;

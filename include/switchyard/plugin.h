@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 #define SY_ABI_MAJOR 1
-#define SY_ABI_MINOR 0
+#define SY_ABI_MINOR 1
 
 #define SY__CAT2(a, b) a##b
 #define SY__CAT(a, b) SY__CAT2(a, b)
@@ -112,19 +112,22 @@ typedef enum sy_dtype {
     SY_DTYPE_I32 = 5,
     SY_DTYPE_I64 = 6,
     SY_DTYPE_U8 = 7,
+    /* ABI 1.1: an OCP MX block scale, 2^(byte - 127) (0xFF: NaN); the
+     * scale_dtype of MXFP4 weights (FP4 E2M1 data, blocks of 32). */
+    SY_DTYPE_E8M0 = 8,
     SY_DTYPE_COUNT
 } sy_dtype;
 
 static inline const char *sy_dtype_name(sy_dtype d)
 {
-    static const char *const names[] = {"F32", "F16", "BF16", "F8_E4M3", "F4_E2M1", "I32", "I64", "U8"};
+    static const char *const names[] = {"F32", "F16", "BF16", "F8_E4M3", "F4_E2M1", "I32", "I64", "U8", "E8M0"};
     return (unsigned)d < SY_DTYPE_COUNT ? names[d] : "?";
 }
 
 /* Bits per element (FP4 is 4). */
 static inline int sy_dtype_bits(sy_dtype d)
 {
-    static const int bits[] = {32, 16, 16, 8, 4, 32, 64, 8};
+    static const int bits[] = {32, 16, 16, 8, 4, 32, 64, 8, 8};
     return (unsigned)d < SY_DTYPE_COUNT ? bits[d] : 0;
 }
 
@@ -658,6 +661,22 @@ typedef struct sy_attn_problem {
     sy_dtype kv_dtype;
     float scale; /* softmax scale, usually 1/sqrt(head_dim) */
     int32_t sliding_window; /* 0: none */
+    /*
+     * Appended in ABI 1.1 (read them only when struct_size covers them;
+     * NULL: absent). Host memory, valid for the instance's life.
+     * layer_window [n_layers]: the sliding window of each layer (0: full
+     * attention there), overriding sliding_window when non-NULL (gpt-oss
+     * alternates sliding and full layers; Qwen2 windows only some). A query
+     * at position p sees positions max(0, p - w + 1) .. p.
+     * sinks [n_layers * n_heads]: learned attention-sink logits per layer
+     * and query head (gpt-oss): one more term exp(sink - m) in each row's
+     * softmax denominator, with no value (the row's weights sum to less
+     * than 1). A plugin that cannot honour a non-NULL field refuses it in
+     * supports(); the host refuses plugins built against ABI 1.0 for
+     * models that need either.
+     */
+    const int32_t *layer_window;
+    const float *sinks;
 } sy_attn_problem;
 
 /*
@@ -735,7 +754,23 @@ typedef struct sy_moe_problem {
     int32_t n_group;    /* grouped top-k; 0 or 1: none */
     int32_t topk_group;
     sy_dtype weight_dtype;
+    /*
+     * Appended in ABI 1.1 (read them only when struct_size covers them).
+     * activation (sy_moe_activation): SILU is silu(g) * u. SWIGLU_CLAMP is
+     * gpt-oss's: g = min(g, limit), u = clamp(u, -limit, limit),
+     * (u + 1) * g * sigmoid(alpha * g). has_bias: the experts' gate, up and
+     * down projections have biases, handed over by prepare_layer_bias.
+     */
+    int32_t activation;
+    float swiglu_alpha;
+    float swiglu_limit;
+    int32_t has_bias;
 } sy_moe_problem;
+
+typedef enum sy_moe_activation {
+    SY_MOE_ACT_SILU = 0,
+    SY_MOE_ACT_SWIGLU_CLAMP = 1
+} sy_moe_activation;
 
 typedef struct sy_moe_ops {
     uint32_t struct_size;
@@ -768,6 +803,18 @@ typedef struct sy_moe_ops {
      * allreduces. prepare resets the range to all experts.
      */
     int (*set_expert_range)(void *inst, int32_t first, int32_t count, sy_err *err);
+    /*
+     * Appended in ABI 1.1; required when the problem's has_bias is set (the
+     * host refuses a plugin without it). After prepare_layer of the same
+     * layer: arrays of one view per expert prepare_layer had (n_experts, or
+     * the range's count), gate_bias and up_bias [inter], down_bias [hidden]
+     * (down_bias may be NULL: with tensor parallelism only rank 0 adds it).
+     * Host views, valid for the instance's life. Each is added to its
+     * projection's output before the activation (gate, up) or the routing
+     * weight (down).
+     */
+    int (*prepare_layer_bias)(void *inst, int32_t layer, const sy_tensor *gate_bias, const sy_tensor *up_bias,
+                              const sy_tensor *down_bias, sy_err *err);
 } sy_moe_ops;
 
 /* -------------------------------------------------------------- comm ops */
