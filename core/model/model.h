@@ -61,6 +61,8 @@ typedef struct sy_model_config {
     int32_t rope_original_max_pos;
     float rope_beta_fast, rope_beta_slow;       /* yarn */
     float rope_mscale, rope_mscale_all_dim;     /* yarn; 0: absent */
+    bool rope_truncate;          /* yarn: floor/ceil the correction range (transformers' default true; gpt-oss false) */
+    float rope_attention_factor; /* yarn: cos/sin scale; 0: derived from factor (and mscale) as transformers does */
     bool rope_interleave; /* rotate pairs (2i, 2i+1) instead of halves (MLA families) */
 
     /* MoE (n_experts == 0: dense) */
