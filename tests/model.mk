@@ -16,3 +16,16 @@ tests_unit_test_model_errors_LDADD = $(SY_CORE_LIBS)
 tests_unit_test_model_SOURCES = tests/unit/test_model.c $(SY_MODEL_TEST_UTIL)
 tests_unit_test_model_CPPFLAGS = $(libsycore_a_CPPFLAGS)
 tests_unit_test_model_LDADD = $(SY_CORE_LIBS)
+
+# config.json's two layouts (older top-level keys, transformers 5's rope_parameters) and their precedence.
+check_PROGRAMS += tests/unit/test_model_config_layouts
+TESTS += tests/unit/test_model_config_layouts
+tests_unit_test_model_config_layouts_SOURCES = tests/unit/test_model_config_layouts.c $(SY_MODEL_TEST_UTIL)
+tests_unit_test_model_config_layouts_CPPFLAGS = $(libsycore_a_CPPFLAGS)
+tests_unit_test_model_config_layouts_LDADD = $(SY_CORE_LIBS)
+# Which layers slide (Qwen2 / Qwen3 windows, layer_types) and the Qwen attention flags.
+check_PROGRAMS += tests/unit/test_model_windows
+TESTS += tests/unit/test_model_windows
+tests_unit_test_model_windows_SOURCES = tests/unit/test_model_windows.c $(SY_MODEL_TEST_UTIL)
+tests_unit_test_model_windows_CPPFLAGS = $(libsycore_a_CPPFLAGS)
+tests_unit_test_model_windows_LDADD = $(SY_CORE_LIBS)

@@ -71,6 +71,15 @@ tests_plugins_sytest_malformed_la_CPPFLAGS = $(SY_TEST_PLUGIN_CPPFLAGS) -DSYTEST
 tests_plugins_sytest_malformed_la_CFLAGS = $(SY_PLUGIN_CFLAGS)
 tests_plugins_sytest_malformed_la_LDFLAGS = $(SY_TEST_PLUGIN_LDFLAGS)
 
+# An attention plugin built against ABI 1.0: refused for per-layer windows and sinks (ABI 1.1).
+check_LTLIBRARIES += tests/plugins/syabi10-attn.la
+tests_plugins_syabi10_attn_la_SOURCES = tests/plugins/syabi10.c
+tests_plugins_syabi10_attn_la_CPPFLAGS = $(SY_TEST_PLUGIN_CPPFLAGS)
+tests_plugins_syabi10_attn_la_CFLAGS = $(SY_PLUGIN_CFLAGS)
+tests_plugins_syabi10_attn_la_LDFLAGS = $(SY_TEST_PLUGIN_LDFLAGS)
+TESTS += tests/cli/test_attn_abi10.sh
+EXTRA_DIST += tests/cli/test_attn_abi10.sh
+
 # The out-of-tree test against a real installation (make install; make
 # installcheck, as distcheck does). `make check` runs tests/outoftree.sh too,
 # installing into a scratch DESTDIR itself.

@@ -9,3 +9,6 @@ EXTRA_DIST += \
 # The engine's logits against the reference on seeded synthetic checkpoints.
 TESTS += tests/ref/test_engine_vs_reference.sh
 EXTRA_DIST += tests/ref/test_engine_vs_reference.sh
+# Qwen2, Qwen3 and sliding windows (per layer too) in one-shot, token-by-token and chunked prefill.
+TESTS += tests/ref/test_windows_vs_reference.sh
+EXTRA_DIST += tests/ref/test_windows_vs_reference.sh

@@ -5,6 +5,7 @@
 #include "plugin/loader_config.h"
 #include "model/load_progress.h"
 #include "util/log.h"
+#include "util/util.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -137,15 +138,22 @@ static int prepare_weights(sy_engine *e, sy_err *err)
         PREP(idx_wq_b, "indexer.wq_b");
         PREP(idx_wk, "indexer.wk");
         PREP(idx_wproj, "indexer.weights_proj");
+        PREP(bo, "o_proj.bias");
         d->is_moe = s->is_moe;
         if (s->is_moe) {
             PREP(router, "router");
+            PREP(router_bias, "router.bias");
             PREP(sh_gate, "shared_experts.gate_proj");
             PREP(sh_up, "shared_experts.up_proj");
             PREP(sh_down, "shared_experts.down_proj");
             rc = e->mo->prepare_layer(e->moe->inst, l, s->exp_gate, s->exp_up, s->exp_down,
                                       s->score_bias.data ? &s->score_bias : NULL, err);
             if (rc)
+                return rc;
+            /* gpt-oss: the experts' biases (setup_moe checked the op is there); down's only on one rank */
+            if (s->exp_gate_bias &&
+                (rc = e->mo->prepare_layer_bias(e->moe->inst, l, s->exp_gate_bias, s->exp_up_bias,
+                                                s->exp_down_bias, err)))
                 return rc;
         } else {
             PREP(w_gate, "gate_proj");
@@ -177,7 +185,7 @@ static void release_weights(sy_engine *e)
                                &e->layers[l].sh_gate,   &e->layers[l].sh_up,  &e->layers[l].sh_down,
                                &e->layers[l].q_a,       &e->layers[l].q_a_norm, &e->layers[l].q_b,
                                &e->layers[l].kv_a,      &e->layers[l].idx_wq_b, &e->layers[l].idx_wk,
-                               &e->layers[l].idx_wproj};
+                               &e->layers[l].idx_wproj, &e->layers[l].bo,     &e->layers[l].router_bias};
             for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
                 if (ts[i]->data)
                     e->dev->release_weight(di, ts[i]);
@@ -214,7 +222,9 @@ static unsigned kv_elem_bytes(const sy_config *cfg)
 static int setup_attention(sy_engine *e, const sy_config *cfg, const sy_kv *sk, size_t nsk, sy_err *err)
 {
     const sy_model_config *c = e->mc;
-    if (c->mla) /* the core keeps the latent cache itself (forward_mla.c) */
+    /* The core keeps the latent cache itself (forward_mla.c); no MLA family has a sliding window or sinks
+     * (their config hooks set none), so the latent attention needs neither. */
+    if (c->mla)
         return sy__mla_open(e, sk, nsk, err);
     sy_attn_problem *p = &e->attn_problem;
     memset(p, 0, sizeof *p);
@@ -227,6 +237,23 @@ static int setup_attention(sy_engine *e, const sy_config *cfg, const sy_kv *sk, 
     p->block_size = (int32_t)sy_kv_int(sk, nsk, "kv_block_size", 16);
     p->kv_dtype = SY_DTYPE_F32;
     p->scale = 1.0f / sqrtf((float)c->head_dim);
+    p->sliding_window = c->sliding_window;
+    p->layer_window = c->layer_window; /* the model config outlives the attention instance */
+    if (c->attn_sinks) { /* gpt-oss: this rank's heads' sink logits, F32, every layer */
+        const int32_t nh = p->n_heads, h0 = e->tp_rank * nh;
+        e->sinks = malloc(sizeof(float) * (size_t)c->n_layers * (size_t)nh);
+        if (!e->sinks)
+            return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the attention sinks");
+        for (int32_t l = 0; l < c->n_layers; l++) {
+            const sy_tensor *t = &e->model->layers[l].sinks;
+            for (int32_t h = 0; h < nh; h++)
+                e->sinks[(size_t)l * (size_t)nh + (size_t)h] =
+                    t->dtype == SY_DTYPE_BF16  ? sy_bf16_to_f32(((const uint16_t *)t->data)[h0 + h])
+                    : t->dtype == SY_DTYPE_F16 ? sy_f16_to_f32(((const uint16_t *)t->data)[h0 + h])
+                                               : ((const float *)t->data)[h0 + h];
+        }
+        p->sinks = e->sinks;
+    }
 
     unsigned long long cache_bytes = 0;
     sy_parse_size(kv_str(sk, nsk, "kv_cache_size"), &cache_bytes);
@@ -248,6 +275,17 @@ static int setup_attention(sy_engine *e, const sy_config *cfg, const sy_kv *sk, 
         n_blocks = INT32_MAX;
     p->n_blocks = (int32_t)n_blocks;
 
+    /* A plugin built against ABI 1.0 would read neither field and attend over every position. */
+    const uint16_t minor = e->attn->plugin->desc->abi_minor;
+    if (minor < 1 && (p->layer_window || p->sinks))
+        return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                          "attention plugin %s (%s) is built against ABI %u.%u, but %s needs %s (ABI 1.1); use an "
+                          "attention plugin built against ABI 1.1 or later",
+                          e->attn->plugin->desc->name, e->attn->plugin->path, (unsigned)SY_ABI_MAJOR, (unsigned)minor,
+                          c->arch_name,
+                          p->layer_window && p->sinks ? "per-layer sliding windows and attention sinks"
+                          : p->layer_window           ? "per-layer sliding windows"
+                                                      : "attention sinks");
     int rc = e->att->supports(e->attn->inst, p, err);
     if (rc != 1) {
         char why[sizeof err->msg];
@@ -279,6 +317,16 @@ static int setup_moe(sy_engine *e, const sy_config *cfg, sy_err *err)
     p.routed_scaling_factor = c->routed_scaling_factor;
     p.n_group = c->n_group > 1 ? c->n_group : 0;
     p.topk_group = c->n_group > 1 ? c->topk_group : 0;
+    p.activation = c->moe_activation;
+    p.swiglu_alpha = c->swiglu_alpha;
+    p.swiglu_limit = c->swiglu_limit;
+    p.has_bias = c->expert_bias;
+    const size_t bias_op_end = offsetof(sy_moe_ops, prepare_layer_bias) + sizeof e->mo->prepare_layer_bias;
+    if (p.has_bias && (e->mo->struct_size < bias_op_end || !e->mo->prepare_layer_bias))
+        return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                          "moe plugin %s (%s) has no prepare_layer_bias op (ABI 1.1), but %s's experts have biases; "
+                          "use a moe plugin built against ABI 1.1 that has it",
+                          e->moe->plugin->desc->name, e->moe->plugin->path, c->arch_name);
     for (int32_t l = 0; l < c->n_layers; l++)
         if (e->model->layers[l].is_moe) {
             p.weight_dtype = e->model->layers[l].exp_gate[0].dtype;
@@ -390,7 +438,7 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
                                .rotary_dim = e->mc->rotary_dim,
                                .neox = 1,
                                .inv_freq = e->inv_freq,
-                               .mscale = 1.0f};
+                               .mscale = sy_rope_attention_factor(e->mc)};
 
     sy__graphs_init(e, cfg); /* before the step arrays: with graphs on they are the device's host memory */
     if ((rc = prepare_weights(e, err)) || (rc = sy__engine_alloc_activations(e, err)))
@@ -453,6 +501,7 @@ void sy_engine_close(sy_engine *e)
     sy_model_free(e->model);
     sy_tokenizer_free(e->tok);
     free(e->inv_freq);
+    free(e->sinks);
     sy_loader_free(e->loader);
     sy_host_fini(&e->host);
     free(e);

@@ -47,6 +47,7 @@ struct sy_engine {
     float *inv_freq;
     sy_rope_params rope;
     sy_attn_problem attn_problem;
+    float *sinks; /* gpt-oss: attn_problem.sinks, this rank's heads [n_layers * n_heads / tp] */
     sy_kv_blocks kv;
 
     int32_t max_batch_tokens, max_seqs, max_seq_len, max_blocks_per_seq;

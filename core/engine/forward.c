@@ -490,7 +490,7 @@ int sy__engine_forward_body(sy_engine *e, const sy_attn_batch *b, int32_t T, int
         if ((rc = e->att->forward(e->attn->inst, l, b, &q, &k, &v, &att, err)))
             return rc;
         /* proj [T,H] = att . Wo^T, summed over ranks */
-        if ((rc = dev->linear(di, &att, &w->wo, NULL, &proj, err)))
+        if ((rc = dev->linear(di, &att, &w->wo, w->bo.data ? &w->bo : NULL, &proj, err)))
             return rc;
     attention_done:
         if (tp && (rc = e->com->allreduce_sum(e->comm->inst, &proj, err)))
@@ -501,7 +501,7 @@ int sy__engine_forward_body(sy_engine *e, const sy_attn_batch *b, int32_t T, int
         if (w->is_moe) {
             /* router [T,E]; proj [T,H] = sum of the chosen experts */
             sy_tensor router = rows(&e->router, T);
-            if ((rc = dev->linear(di, &xn, &w->router, NULL, &router, err)) ||
+            if ((rc = dev->linear(di, &xn, &w->router, w->router_bias.data ? &w->router_bias : NULL, &router, err)) ||
                 (rc = e->mo->forward(e->moe->inst, l, &xn, &router, &proj, err)))
                 return rc;
             if (w->sh_gate.data && (rc = shared_experts(e, w, T, &xn, &proj, err)))

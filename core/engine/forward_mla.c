@@ -38,7 +38,8 @@
 struct sy_mla {
     int32_t R, P, nope, V, NH, QK; /* kv_lora_rank, qk_rope, qk_nope, v_head_dim, heads, nope + rope */
     int32_t IH, ID, topk;          /* indexer heads, head dim, positions kept; topk 0: dense attention */
-    bool interleave;
+    bool interleave;     /* the main attention's RoPE layout */
+    bool idx_interleave; /* the DSA indexer's: GLM-5 interleaves, DeepSeek-V3.2 rotates halves */
     int32_t bs, n_blocks;
     float *lat;          /* [n_layers][n_blocks * bs][R + P] */
     float *ikey;         /* [n_idx_layers][n_blocks * bs][ID] */
@@ -97,17 +98,18 @@ static void layernorm_host(float *x, int32_t n, const sy_tensor *w, const sy_ten
 
 /*
  * RoPE of one P-wide slice at pos. Interleaved (DeepSeek's checkpoints,
- * GLM-5) rotates pairs (2i, 2i+1); transformers also de-interleaves the
- * result, a permutation shared by queries and keys that leaves every dot
- * product as it is, so it is not reproduced here.
+ * GLM-5, and GLM-5's indexer) rotates pairs (2i, 2i+1); transformers also
+ * de-interleaves the result, a permutation shared by queries and keys that
+ * leaves every dot product as it is, so it is not reproduced here. Halves
+ * (DeepSeek-V3.2's indexer) rotate (i, i + P/2).
  */
-static void rope_slice(const struct sy_mla *m, float *x, int32_t pos)
+static void rope_slice(const struct sy_mla *m, float *x, int32_t pos, bool interleave)
 {
     const int32_t half = m->P / 2;
     for (int32_t i = 0; i < half; i++) {
         const double ang = (double)pos * (double)m->inv_freq[i];
         const float c = (float)cos(ang) * m->cs_scale, s = (float)sin(ang) * m->cs_scale;
-        const int32_t a = m->interleave ? 2 * i : i, b = m->interleave ? 2 * i + 1 : i + half;
+        const int32_t a = interleave ? 2 * i : i, b = interleave ? 2 * i + 1 : i + half;
         const float xa = x[a], xb = x[b];
         x[a] = xa * c - xb * s;
         x[b] = xb * c + xa * s;
@@ -229,9 +231,36 @@ static int kvb_to_f32(sy_engine *e, int32_t layer, const sy_tensor *w, int64_t r
     return rc;
 }
 
+/* What mla_rope_tables does not compute (the config reads every layout for every family): refuse it here. */
+static int mla_rope_supported(const sy_engine *e, const sy_model_config *c, sy_err *err)
+{
+    const char *dir = e->model->dir;
+    if (c->rope_scaling == SY_ROPE_SCALING_LINEAR || c->rope_scaling == SY_ROPE_SCALING_LLAMA3)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                          "%s: %s '%s' is not supported for %s (MLA models run the default RoPE or yarn)", dir,
+                          c->rope_type_field, c->rope_scaling == SY_ROPE_SCALING_LINEAR ? "linear" : "llama3",
+                          c->arch_name);
+    if (c->rope_scaling != SY_ROPE_SCALING_YARN)
+        return SY_OK;
+    if (!c->rope_truncate)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                          "%s: %s 'yarn' with truncate false is not supported for %s (its MLA RoPE table always "
+                          "floors and ceils the correction range)",
+                          dir, c->rope_type_field, c->arch_name);
+    if (c->rope_attention_factor > 0)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                          "%s: %s 'yarn' with attention_factor %g is not supported for %s (its MLA RoPE table "
+                          "derives the factor from factor, mscale and mscale_all_dim)",
+                          dir, c->rope_type_field, (double)c->rope_attention_factor, c->arch_name);
+    return SY_OK;
+}
+
 int sy__mla_open(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
 {
     const sy_model_config *c = e->mc;
+    int rc0 = mla_rope_supported(e, c, err);
+    if (rc0)
+        return rc0;
     if (e->tp_size > 1)
         return sy_err_set(err, SY_ERR_UNSUPPORTED, "%s: multi-head latent attention does not run tensor parallel yet "
                                                    "(tp %d); serve it on one rank",
@@ -251,6 +280,7 @@ int sy__mla_open(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
     /* Keeping more positions than a sequence can have is keeping them all: size the lists by what can occur. */
     m->topk = c->index_topk < e->max_seq_len ? c->index_topk : e->max_seq_len;
     m->interleave = c->rope_interleave;
+    m->idx_interleave = c->indexer_rope_interleave;
     m->bs = (int32_t)sy_kv_int(sk, nsk, "kv_block_size", 16);
 
     int32_t n_idx = 0;
@@ -556,7 +586,8 @@ static int download(sy_engine *e, float *dst, const sy_tensor *src, int64_t T, s
     return e->dev->download(e->device->inst, dst, src, sizeof(float) * (size_t)T * (size_t)src->shape[1], err);
 }
 
-/* GLM-5's indexer: queries from the query latent, keys (LayerNorm, RoPE) cached, then the choice per query. */
+/* The DSA indexer (GLM-5, DeepSeek-V3.2): queries from the query latent, keys (LayerNorm, RoPE) cached, then the
+ * choice per query. */
 static int run_indexer(sy_engine *e, const mla_job *j, int32_t T, const sy_tensor *xn, const sy_tensor *qa,
                        sy_err *err)
 {
@@ -575,10 +606,10 @@ static int run_indexer(sy_engine *e, const mla_job *j, int32_t T, const sy_tenso
         const int32_t s = m->seq_of[t], pos = pos_of(j->b, s, t);
         float *k = m->hik + (int64_t)t * m->ID;
         layernorm_host(k, m->ID, &j->mw->idx_k_norm, &j->mw->idx_k_norm_b, 1e-6f);
-        rope_slice(m, k, pos);
+        rope_slice(m, k, pos, m->idx_interleave);
         memcpy(cache_row(m, kbase, (size_t)m->ID, j->b, s, pos), k, sizeof(float) * (size_t)m->ID);
         for (int32_t h = 0; h < m->IH; h++)
-            rope_slice(m, m->hiq + ((int64_t)t * m->IH + h) * m->ID, pos);
+            rope_slice(m, m->hiq + ((int64_t)t * m->IH + h) * m->ID, pos, m->idx_interleave);
     }
     e->host.api.parallel_for(e->host.api.ctx, T, 1, index_rows, (void *)j);
     return SY_OK;
@@ -623,10 +654,10 @@ int sy__mla_attention(sy_engine *e, int32_t layer, const sy_attn_batch *b, int32
         const int32_t s = m->seq_of[t], pos = pos_of(b, s, t);
         float *row = m->hkva + (int64_t)t * (int64_t)stride;
         rmsnorm_host(row, m->R, &j.mw->kv_a_norm, LATENT_NORM_EPS);
-        rope_slice(m, row + m->R, pos);
+        rope_slice(m, row + m->R, pos, m->interleave);
         memcpy(cache_row(m, lbase, stride, b, s, pos), row, sizeof(float) * stride);
         for (int32_t hh = 0; hh < m->NH; hh++)
-            rope_slice(m, m->hq + ((int64_t)t * m->NH + hh) * m->QK + m->nope, pos);
+            rope_slice(m, m->hq + ((int64_t)t * m->NH + hh) * m->QK + m->nope, pos, m->interleave);
     }
     /* DSA: a full layer chooses; a shared one keeps the previous layer's choice (same tokens, same step). */
     if (m->topk > 0 && m->ikey_slot[layer] >= 0 && (rc = run_indexer(e, &j, T, xn, &qa, err)))

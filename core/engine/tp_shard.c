@@ -19,6 +19,10 @@
  *     views (no copy); the others' pages are dropped from the rank's
  *     mapping. Its moe output is the sum over its own experts only, so the
  *     allreduce after the MoE layer adds the ranks' experts together.
+ *   gpt-oss: the o_proj bias and each expert's down bias go to rank 0 only
+ *     (their outputs are partial sums); expert gate/up biases are sliced
+ *     like their rows; sinks follow their heads (engine.c). Experts in a
+ *     block-scaled dtype (MXFP4, FP8) are not sliced: expert parallel only.
  * Multi-head latent attention (forward_mla.c) is not sharded: refused.
  */
 #include "config.h"
@@ -257,6 +261,8 @@ int sy__tp_shard_layer(sy_engine *e, int32_t l, const sy_layer_weights *s, sy_la
     snprintf(nm, sizeof nm, "layer %d o_proj", l);
     if ((rc = col_slice(e, &s->wo, (int64_t)r * nq, nq, nm, &d->wo, err)))
         return rc;
+    if (r != 0) /* o_proj's outputs are partial sums: its bias (gpt-oss) is added by rank 0 alone */
+        memset(&d->bo, 0, sizeof d->bo);
     if (s->sh_gate.data) { /* shared experts: one dense MLP, split like the dense one */
         const int64_t Fs = s->sh_gate.shape[0] / tp;
         ROWS(sh_gate, Fs, "shared_experts.gate_proj");
@@ -274,8 +280,19 @@ int sy__tp_shard_layer(sy_engine *e, int32_t l, const sy_layer_weights *s, sy_la
     }
     if (e->expert_parallel) {
         whole_experts(e, s, d);
+        if (s->exp_gate_bias) { /* each rank adds the biases of the experts it holds */
+            d->exp_gate_bias = s->exp_gate_bias + e->ep_first;
+            d->exp_up_bias = s->exp_up_bias + e->ep_first;
+            d->exp_down_bias = s->exp_down_bias + e->ep_first;
+        }
         return SY_OK;
     }
+    const sy_dtype xdt = s->exp_gate[0].dtype;
+    if (xdt == SY_DTYPE_FP4_E2M1 || xdt == SY_DTYPE_FP8_E4M3)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED,
+                          "tensor parallel: layer %d's routed experts are %s with block scales, which are not sliced "
+                          "across ranks; set [model] moe_parallel = expert to give each rank whole experts",
+                          l, sy_dtype_name(xdt));
     /* Three arrays of n_experts views in one allocation, kept until close (the moe plugin holds them). */
     const int32_t E = c->n_experts;
     sy_tensor *ex = calloc((size_t)E * 3, sizeof *ex);
@@ -285,6 +302,20 @@ int sy__tp_shard_layer(sy_engine *e, int32_t l, const sy_layer_weights *s, sy_la
     d->exp_up = ex + E;
     d->exp_down = ex + 2 * E;
     const int64_t F = c->moe_inter / tp;
+    if (s->exp_gate_bias) { /* gpt-oss: gate/up biases sliced like their rows; down's on rank 0 only (partial sums) */
+        sy_tensor *bx = calloc((size_t)E * 3, sizeof *bx);
+        if (!bx || (rc = keep(e, bx, err)))
+            return bx ? rc : sy_err_set(err, SY_ERR_NOMEM, "tensor parallel: cannot allocate %d expert bias views", E);
+        d->exp_gate_bias = bx;
+        d->exp_up_bias = bx + E;
+        d->exp_down_bias = r == 0 ? s->exp_down_bias : NULL;
+        for (int32_t x = 0; x < E; x++) {
+            snprintf(nm, sizeof nm, "layer %d expert %d gate_up_proj_bias", l, x);
+            if ((rc = row_slice(&s->exp_gate_bias[x], (int64_t)r * F, F, nm, &d->exp_gate_bias[x], err)) ||
+                (rc = row_slice(&s->exp_up_bias[x], (int64_t)r * F, F, nm, &d->exp_up_bias[x], err)))
+                return rc;
+        }
+    }
     for (int32_t x = 0; x < E; x++) {
         snprintf(nm, sizeof nm, "layer %d expert %d gate_proj", l, x);
         if ((rc = row_slice(&s->exp_gate[x], (int64_t)r * F, F, nm, &d->exp_gate[x], err)))

@@ -23,6 +23,10 @@ typedef enum sy_arch {
     SY_ARCH_DEEPSEEK_V3, /* DeepseekV3ForCausalLM: MLA, shared experts, sigmoid grouped routing */
     SY_ARCH_GLM4_MOE,    /* Glm4MoeForCausalLM: GQA + partial RoPE, shared experts, sigmoid routing */
     SY_ARCH_GLM_MOE_DSA, /* GlmMoeDsaForCausalLM (GLM-5): MLA + the DSA sparse-attention indexer */
+    SY_ARCH_DEEPSEEK_V32, /* DeepseekV32ForCausalLM (DeepSeek-V3.2): MLA + a DSA indexer in every layer */
+    SY_ARCH_GPT_OSS,      /* GptOssForCausalLM: attention sinks, alternating sliding layers, biased clamped-SwiGLU experts */
+    SY_ARCH_QWEN2,        /* Qwen2ForCausalLM (Qwen2.5): q/k/v biases, sliding windows from max_window_layers up */
+    SY_ARCH_QWEN3,        /* Qwen3ForCausalLM (dense Qwen3): per-head q/k RMSNorm, head_dim apart from hidden/heads */
     SY_ARCH_COUNT
 } sy_arch;
 
@@ -30,7 +34,7 @@ typedef enum sy_rope_scaling_type {
     SY_ROPE_SCALING_NONE = 0,
     SY_ROPE_SCALING_LINEAR,
     SY_ROPE_SCALING_LLAMA3,
-    SY_ROPE_SCALING_YARN /* MLA families only (DeepSeek-V3's long-context RoPE) */
+    SY_ROPE_SCALING_YARN /* read for every family; the engine computes it where sy_rope_check allows */
 } sy_rope_scaling_type;
 
 typedef struct sy_model_config {
@@ -64,6 +68,7 @@ typedef struct sy_model_config {
     bool rope_truncate;          /* yarn: floor/ceil the correction range (transformers' default true; gpt-oss false) */
     float rope_attention_factor; /* yarn: cos/sin scale; 0: derived from factor (and mscale) as transformers does */
     bool rope_interleave; /* rotate pairs (2i, 2i+1) instead of halves (MLA families) */
+    char rope_type_field[40]; /* where rope_scaling's type was read ("rope_parameters.rope_type"), for messages */
 
     /* MoE (n_experts == 0: dense) */
     int32_t n_experts;
@@ -156,7 +161,29 @@ typedef struct sy_layer_weights {
     sy_tensor idx_wk;             /* [index_head_dim, hidden] */
     sy_tensor idx_k_norm, idx_k_norm_b; /* LayerNorm [index_head_dim] weight and bias */
     sy_tensor idx_wproj;          /* [index_n_heads, hidden] (weights_proj) */
+    /* gpt-oss */
+    sy_tensor bo;                 /* [hidden] o_proj bias (cfg.o_bias) */
+    sy_tensor sinks;              /* [n_heads] attention-sink logits (cfg.attn_sinks) */
+    sy_tensor router_bias;        /* [n_experts] (cfg.router_bias) */
+    sy_tensor *exp_gate_bias;     /* [n_experts] of [moe_inter] (cfg.expert_bias) */
+    sy_tensor *exp_up_bias;       /* [n_experts] of [moe_inter] */
+    sy_tensor *exp_down_bias;     /* [n_experts] of [hidden] */
 } sy_layer_weights;
+
+/*
+ * One multi-token-prediction layer (DeepSeek-V3, GLM-4.5, GLM-5): stored as
+ * model.layers.{n_layers + i}.*, it predicts a further token from the main
+ * model's last hidden state h and the next token's embedding e:
+ * block(eh_proj([enorm(e); hnorm(h)])), then shared_head.norm and a head.
+ */
+typedef struct sy_mtp_layer {
+    sy_tensor enorm, hnorm; /* [hidden] */
+    sy_tensor eh_proj;      /* [hidden, 2*hidden] */
+    sy_tensor head_norm;    /* [hidden] shared_head.norm */
+    sy_tensor head;         /* [vocab, hidden] shared_head.head; the model's lm_head when the checkpoint has none */
+    sy_tensor embed;        /* [vocab, hidden] embed_tokens (DeepSeek-V3); the model's embedding when absent */
+    sy_layer_weights block; /* the decoder layer, with an MoE MLP when the model has experts */
+} sy_mtp_layer;
 
 typedef struct sy_safetensors sy_safetensors; /* safetensors.h */
 typedef struct sy_model_quant sy_model_quant; /* model_quant.h */
@@ -171,6 +198,14 @@ typedef struct sy_model {
     sy_tensor final_norm; /* [hidden] */
     sy_tensor lm_head;    /* [vocab, hidden]; == embed when tied */
     sy_layer_weights *layers; /* [n_layers] */
+    /* [n_mtp] MTP layers, bound only when the load asked for them (sy_model_load_opts.load_mtp);
+     * otherwise n_mtp is 0 and their tensors are never read (cfg.n_mtp_layers says how many exist). */
+    sy_mtp_layer *mtp;
+    int32_t n_mtp;
+
+    /* Buffers the loader made (gpt-oss's de-interleaved experts: model_gptoss.c), freed with the model. */
+    void **owned;
+    size_t n_owned, cap_owned;
 
     uint64_t n_params;
     uint64_t weight_bytes;
@@ -193,6 +228,18 @@ void sy_model_config_free(sy_model_config *cfg);
  * NULL. On failure *out is NULL and err names the tensor or field.
  */
 int sy_model_load(const char *dir, sy_load_progress_fn progress, void *progress_arg, sy_model **out, sy_err *err);
+
+typedef struct sy_model_load_opts {
+    sy_load_progress_fn progress; /* may be NULL */
+    void *progress_arg;
+    /* Bind the cfg.n_mtp_layers MTP layers too (speculative decoding). When
+     * false their tensors are skipped without a byte read, and a shard that
+     * holds nothing else is not even opened. */
+    bool load_mtp;
+} sy_model_load_opts;
+
+/* sy_model_load with options; opts NULL means all defaults. */
+int sy_model_load_with(const char *dir, const sy_model_load_opts *opts, sy_model **out, sy_err *err);
 void sy_model_free(sy_model *m);
 
 /*

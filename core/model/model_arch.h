@@ -22,6 +22,7 @@
 
 #include "model/model.h"
 #include "model/model_json.h"
+#include "model/safetensors.h"
 
 typedef enum sy_role {
     /* model scope */
@@ -59,6 +60,16 @@ typedef enum sy_role {
     SY_ROLE_IDX_K_NORM,
     SY_ROLE_IDX_K_NORM_B,
     SY_ROLE_IDX_WPROJ,
+    SY_ROLE_BO,          /* gpt-oss o_proj bias */
+    SY_ROLE_SINKS,       /* gpt-oss attention sinks */
+    SY_ROLE_ROUTER_BIAS, /* gpt-oss router bias */
+    /* multi-token prediction layers only (model.layers.{n_layers + i}) */
+    SY_ROLE_MTP_ENORM,
+    SY_ROLE_MTP_HNORM,
+    SY_ROLE_MTP_EH_PROJ,
+    SY_ROLE_MTP_HEAD_NORM,
+    SY_ROLE_MTP_HEAD,
+    SY_ROLE_MTP_EMBED,
     /* expert scope */
     SY_ROLE_EXP_GATE,
     SY_ROLE_EXP_UP,
@@ -82,7 +93,12 @@ typedef enum sy_role_when {
     SY_WHEN_MLA_QLORA, /* MLA with q_lora_rank */
     SY_WHEN_SCORE_BIAS, /* an MoE layer whose router has e_score_correction_bias */
     SY_WHEN_SHARED,    /* an MoE layer with n_shared_experts > 0 */
-    SY_WHEN_INDEXER    /* a layer that runs its own DSA indexer */
+    SY_WHEN_INDEXER,   /* a layer that runs its own DSA indexer */
+    SY_WHEN_O_BIAS,    /* cfg.o_bias */
+    SY_WHEN_SINKS,     /* cfg.attn_sinks */
+    SY_WHEN_ROUTER_BIAS, /* an MoE layer with cfg.router_bias */
+    SY_WHEN_MTP,         /* an MTP layer (index >= n_layers) */
+    SY_WHEN_MTP_IF_PRESENT /* an MTP layer's own copy of a model tensor: bound when the checkpoint has it */
 } sy_role_when;
 
 /* Config dimensions a shape is made of. */
@@ -105,6 +121,8 @@ typedef enum sy_dim {
     SY_DIM_IDX_Q,        /* index_n_heads * index_head_dim */
     SY_DIM_IDX_HEAD,
     SY_DIM_IDX_HEADS,
+    SY_DIM_HEADS,        /* num_attention_heads */
+    SY_DIM_2HIDDEN,      /* 2 * hidden_size: the MTP projection's input [embedding; hidden state] */
     SY_DIM_COUNT
 } sy_dim;
 
@@ -117,6 +135,8 @@ typedef struct sy_role_desc {
     sy_dim shape[SY_ROLE_MAX_DIMS]; /* SY_DIM_NONE ends it */
 } sy_role_desc;
 
+struct sy_expert_binder;
+
 typedef struct sy_arch_desc {
     sy_arch arch;
     const char *hf_name; /* architectures[0] */
@@ -124,6 +144,10 @@ typedef struct sy_arch_desc {
     int32_t default_max_pos;
     double default_rms_eps;
     double default_rope_theta;
+    /* partial_rotary_factor when config.json gives none (Glm4MoeConfig: 0.5); 0 means 1, the whole head */
+    double default_partial_rotary;
+    /* head_dim when config.json gives none (Qwen3Config: 128); 0: hidden_size / num_attention_heads */
+    int32_t default_head_dim;
     bool qk_norm;
     bool reads_attention_bias; /* the config's attention_bias field applies */
     /*
@@ -134,7 +158,32 @@ typedef struct sy_arch_desc {
     int (*parse_extra)(const sy_json_reader *r, const json_t *root, sy_model_config *cfg);
     /* Checkpoint name per role; NULL: the family has no such tensor. */
     const char *tensors[SY_ROLE_COUNT];
+    /*
+     * Non-NULL: the family stores its routed experts in fused tensors
+     * (gpt-oss); the expert-scope roles are not looked up by name, this
+     * hook fills the layer's expert views instead (model_gptoss.c).
+     */
+    int (*bind_experts)(struct sy_expert_binder *b, int layer);
 } sy_arch_desc;
+
+/*
+ * What a bind_experts hook gets from the loader: the model, and mark(),
+ * which records a checkpoint entry as read (fault_in: also page it in with
+ * the other bound tensors and count its bytes; false for an entry the
+ * hook copied and released itself).
+ */
+typedef struct sy_expert_binder {
+    sy_model *m;
+    const char *file_hint; /* for messages */
+    int (*mark)(struct sy_expert_binder *b, const sy_st_entry *e, bool fault_in);
+    void *ctx;
+    sy_err *err;
+} sy_expert_binder;
+
+/* gpt-oss (model_gptoss.c): the fused experts of one layer, both checkpoint layouts. */
+int sy__gptoss_bind_experts(sy_expert_binder *b, int layer);
+/* Takes ownership of p (freed with the model); on failure frees p. */
+int sy__model_own(sy_model *m, void *p, sy_err *err);
 
 const sy_role_desc *sy__model_role_desc(sy_role r);
 /* NULL if hf_name is not a supported architectures[0]. */
@@ -142,7 +191,9 @@ const sy_arch_desc *sy__model_arch_find(const char *hf_name);
 /* Writes the comma-separated list of supported architectures[0] names. */
 void sy__model_arch_supported(char *buf, size_t cap);
 
-/* Whether role r is needed for layer (ignored for model scope). */
+/* Whether role r is needed for layer (ignored for model scope). Layers
+ * n_layers .. n_layers + n_mtp_layers - 1 are the MTP layers: an MoE MLP
+ * whenever the model has experts, an indexer whenever it has a DSA indexer. */
 bool sy__model_role_needed(const sy_model_config *cfg, sy_role r, int layer);
 /* Value and config spelling ("num_attention_heads*head_dim") of a dimension. */
 int64_t sy__model_dim_value(const sy_model_config *cfg, sy_dim d);

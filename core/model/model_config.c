@@ -75,80 +75,190 @@ static int read_arch(const sy_json_reader *r, const json_t *root, sy_model_confi
     return sy__mjson_string(r, root, NULL, "model_type", false, cfg->model_type, sizeof cfg->model_type);
 }
 
-/* yarn (DeepSeek-V3): transformers' _compute_yarn_parameters fields. */
-static int read_yarn(const sy_json_reader *r, const json_t *rs, sy_model_config *cfg)
+/*
+ * RoPE, in both config.json layouts: the older top-level rope_theta /
+ * partial_rotary_factor with rope_scaling, and transformers 5's
+ * rope_parameters object, which carries them all. Where the layouts meet,
+ * the value transformers 5 would use wins and a warning names both
+ * (docs/models.md, "config.json layouts"):
+ *  - rope_scaling and rope_parameters: a non-empty rope_scaling replaces
+ *    rope_parameters whole (convert_rope_params_to_dict);
+ *  - rope_theta, partial_rotary_factor: the object's; the top level's only
+ *    fills a missing one (setdefault);
+ *  - rope_type over the legacy type;
+ *  - original_max_position_embeddings: the top level's (standardize_rope_params
+ *    gives it priority), else the object's, else max_position_embeddings.
+ */
+
+/* Keys that only mean something with a scaling type. */
+static const char *const rope_scaling_keys[] = {"factor",    "low_freq_factor", "high_freq_factor",
+                                                "original_max_position_embeddings", "beta_fast", "beta_slow",
+                                                "mscale",    "mscale_all_dim",  "attention_factor",
+                                                "truncate",  "short_factor",    "long_factor"};
+
+/* v as compact JSON, cut to cap, for warnings. */
+static const char *json_brief(const json_t *v, char *buf, size_t cap)
 {
-    int rc = sy__mjson_int(r, rs, "rope_scaling", "original_max_position_embeddings", true, 0, 1, INT32_MAX,
-                           &cfg->rope_original_max_pos);
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    snprintf(buf, cap, "%s", s ? s : "?");
+    free(s);
+    return buf;
+}
+
+/* The object the RoPE parameters come from (*rope NULL: none) and its name. */
+static int rope_object(const sy_json_reader *r, const json_t *root, json_t **rope, const char **field)
+{
+    json_t *rs = sy__mjson_field(root, "rope_scaling"), *rp = sy__mjson_field(root, "rope_parameters");
+    if (rs && !json_is_object(rs))
+        return sy_err_set(r->err, SY_ERR_INVALID, "%s: field 'rope_scaling' should be an object or null, found %s",
+                          r->path, sy__mjson_type_name(rs));
+    if (rp && !json_is_object(rp))
+        return sy_err_set(r->err, SY_ERR_INVALID,
+                          "%s: field 'rope_parameters' should be an object or null, found %s", r->path,
+                          sy__mjson_type_name(rp));
+    *rope = NULL;
+    *field = "rope_parameters";
+    if (rs && json_object_size(rs) > 0) {
+        if (rp && json_object_size(rp) > 0 && !json_equal(rs, rp)) {
+            char a[160], b[160];
+            sy_warn("%s: both rope_scaling %s and rope_parameters %s are given; using rope_scaling, as transformers 5 "
+                    "does (it replaces rope_parameters with rope_scaling)",
+                    r->path, json_brief(rs, a, sizeof a), json_brief(rp, b, sizeof b));
+        }
+        *rope = rs;
+        *field = "rope_scaling";
+    } else if (rp) {
+        *rope = rp;
+    }
+    if (!*rope)
+        return SY_OK;
+    const char *key;
+    json_t *v;
+    json_object_foreach (*rope, key, v)
+        if (json_is_object(v))
+            return sy_err_set(r->err, SY_ERR_UNSUPPORTED,
+                              "%s: %s.%s is an object: RoPE parameters per layer type are not supported (expected "
+                              "one flat object of rope_type, rope_theta, factor, ...)",
+                              r->path, *field, key);
+    return SY_OK;
+}
+
+/* A number config.json may give in the RoPE object and at the top level: the object's wins. */
+static int read_rope_float(const sy_json_reader *r, const json_t *root, const json_t *rope, const char *field,
+                           const char *key, double dflt, double min, double max, float *out)
+{
+    float top = 0.0f;
+    int rc = sy__mjson_float(r, root, NULL, key, false, dflt, min, max, &top);
+    *out = top;
+    if (rc != SY_OK || !rope || !sy__mjson_field(rope, key))
+        return rc;
+    rc = sy__mjson_float(r, rope, field, key, true, 0, min, max, out);
+    if (rc == SY_OK && sy__mjson_field(root, key) && *out != top)
+        sy_warn("%s: %s %g and %s.%s %g disagree; using %s.%s, as transformers 5 does (the top-level value only "
+                "fills in a missing one)",
+                r->path, key, (double)top, field, key, (double)*out, field, key);
+    return rc;
+}
+
+/* llama3 / yarn: the top-level original_max_position_embeddings wins, then the object's, then max_pos. */
+static int read_original_max_pos(const sy_json_reader *r, const json_t *root, const json_t *rope, const char *field,
+                                 sy_model_config *cfg)
+{
+    const char *key = "original_max_position_embeddings";
+    int32_t in = 0;
+    int rc = sy__mjson_int(r, rope, field, key, false, cfg->max_pos, 1, INT32_MAX, &in);
     if (rc == SY_OK)
-        rc = sy__mjson_float(r, rs, "rope_scaling", "beta_fast", false, 32.0, 1e-6, 1e6, &cfg->rope_beta_fast);
+        rc = sy__mjson_int(r, root, NULL, key, false, in, 1, INT32_MAX, &cfg->rope_original_max_pos);
+    if (rc == SY_OK && sy__mjson_field(rope, key) && sy__mjson_field(root, key) && in != cfg->rope_original_max_pos)
+        sy_warn("%s: %s %d and %s.%s %d disagree; using the top-level %d, as transformers 5 does", r->path, key,
+                cfg->rope_original_max_pos, field, key, in, cfg->rope_original_max_pos);
+    return rc;
+}
+
+/* yarn: transformers' _compute_yarn_parameters fields. */
+static int read_yarn(const sy_json_reader *r, const json_t *root, const json_t *rope, const char *field,
+                     sy_model_config *cfg)
+{
+    int rc = read_original_max_pos(r, root, rope, field, cfg);
+    /* beta_fast / beta_slow: transformers takes `or 32` / `or 1`, so 0 means the default too. */
     if (rc == SY_OK)
-        rc = sy__mjson_float(r, rs, "rope_scaling", "beta_slow", false, 1.0, 1e-6, 1e6, &cfg->rope_beta_slow);
+        rc = sy__mjson_float(r, rope, field, "beta_fast", false, 32.0, 0.0, 1e6, &cfg->rope_beta_fast);
     if (rc == SY_OK)
-        rc = sy__mjson_float(r, rs, "rope_scaling", "mscale", false, 0.0, 0.0, 1e6, &cfg->rope_mscale);
+        rc = sy__mjson_float(r, rope, field, "beta_slow", false, 1.0, 0.0, 1e6, &cfg->rope_beta_slow);
     if (rc == SY_OK)
-        rc = sy__mjson_float(r, rs, "rope_scaling", "mscale_all_dim", false, 0.0, 0.0, 1e6, &cfg->rope_mscale_all_dim);
+        rc = sy__mjson_float(r, rope, field, "mscale", false, 0.0, 0.0, 1e6, &cfg->rope_mscale);
+    if (rc == SY_OK)
+        rc = sy__mjson_float(r, rope, field, "mscale_all_dim", false, 0.0, 0.0, 1e6, &cfg->rope_mscale_all_dim);
+    if (rc == SY_OK)
+        rc = sy__mjson_bool(r, rope, field, "truncate", true, &cfg->rope_truncate);
+    if (rc == SY_OK)
+        rc = sy__mjson_float(r, rope, field, "attention_factor", false, 0.0, 1e-6, 1e6, &cfg->rope_attention_factor);
     if (rc != SY_OK)
         return rc;
-    if (sy__mjson_field(rs, "attention_factor"))
-        return sy_err_set(r->err, SY_ERR_UNSUPPORTED, "%s: rope_scaling.attention_factor is not supported (it is "
-                                                      "derived from factor, mscale and mscale_all_dim)",
-                          r->path);
+    if (cfg->rope_beta_fast == 0.0f)
+        cfg->rope_beta_fast = 32.0f;
+    if (cfg->rope_beta_slow == 0.0f)
+        cfg->rope_beta_slow = 1.0f;
     cfg->rope_scaling = SY_ROPE_SCALING_YARN;
     return SY_OK;
 }
 
-/* rope_scaling, or transformers 5's rope_parameters (which also carries rope_theta). */
-static int read_rope_scaling(const sy_json_reader *r, const json_t *root, bool mla, sy_model_config *cfg)
+static int read_rope_scaling(const sy_json_reader *r, const json_t *root, const json_t *rope, const char *field,
+                             sy_model_config *cfg)
 {
     cfg->rope_scaling = SY_ROPE_SCALING_NONE;
     cfg->rope_factor = 1.0f;
-    const char *field = "rope_scaling";
-    json_t *rs = sy__mjson_field(root, field);
-    if (!rs && (rs = sy__mjson_field(root, "rope_parameters")) != NULL) {
-        field = "rope_parameters";
-        if (json_is_object(rs) && sy__mjson_field(rs, "rope_theta")) {
-            int rc = sy__mjson_float(r, rs, field, "rope_theta", true, 0, 1.0, 1e15, &cfg->rope_theta);
-            if (rc != SY_OK)
-                return rc;
-        }
-    }
-    if (!rs)
+    cfg->rope_truncate = true;
+    cfg->rope_attention_factor = 0.0f;
+    snprintf(cfg->rope_type_field, sizeof cfg->rope_type_field, "%s.rope_type", field);
+    if (!rope)
         return SY_OK;
-    if (!json_is_object(rs))
-        return sy_err_set(r->err, SY_ERR_INVALID, "%s: field '%s' should be an object or null, found %s", r->path,
-                          field, sy__mjson_type_name(rs));
-    const char *key = sy__mjson_field(rs, "rope_type") ? "rope_type" : "type";
-    char type[64];
-    int rc = sy__mjson_string(r, rs, field, key, false, type, sizeof type);
+    char type[64], legacy[64];
+    int rc = sy__mjson_string(r, rope, field, "rope_type", false, type, sizeof type);
+    if (rc == SY_OK)
+        rc = sy__mjson_string(r, rope, field, "type", false, legacy, sizeof legacy);
     if (rc != SY_OK)
         return rc;
+    if (type[0] && legacy[0] && strcmp(type, legacy) != 0)
+        sy_warn("%s: %s.rope_type '%s' and %s.type '%s' disagree; using rope_type, as transformers 5 does", r->path,
+                field, type, field, legacy);
+    const char *key = type[0] ? "rope_type" : "type";
     if (!type[0])
-        return sy_err_set(r->err, SY_ERR_INVALID, "%s: field '%s' has neither 'rope_type' nor 'type'", r->path, field);
+        memcpy(type, legacy, sizeof type);
+    snprintf(cfg->rope_type_field, sizeof cfg->rope_type_field, "%s.%s", field, key);
+    if (!type[0]) {
+        /* transformers 5 reads no type as "default" and ignores the rest: refuse what would be ignored. */
+        for (size_t i = 0; i < sizeof rope_scaling_keys / sizeof rope_scaling_keys[0]; i++)
+            if (sy__mjson_field(rope, rope_scaling_keys[i]))
+                return sy_err_set(r->err, SY_ERR_INVALID,
+                                  "%s: field '%s' has neither 'rope_type' nor 'type', but sets '%s' (without a type "
+                                  "transformers 5 uses the default RoPE and ignores it)",
+                                  r->path, field, rope_scaling_keys[i]);
+        return SY_OK;
+    }
     if (strcmp(type, "default") == 0)
         return SY_OK;
-    bool linear = strcmp(type, "linear") == 0, llama3 = strcmp(type, "llama3") == 0;
-    bool yarn = mla && strcmp(type, "yarn") == 0;
+    const bool linear = strcmp(type, "linear") == 0, llama3 = strcmp(type, "llama3") == 0;
+    const bool yarn = strcmp(type, "yarn") == 0;
     if (!linear && !llama3 && !yarn)
         return sy_err_set(r->err, SY_ERR_UNSUPPORTED,
-                          "%s: %s.%s '%s' is not supported (supported: linear, llama3, %sor null)", r->path, field,
-                          key, type, mla ? "yarn, " : "yarn only for MLA models (DeepSeek-V3, GLM-5), ");
-    rc = sy__mjson_float(r, rs, field, "factor", true, 1.0, 1e-6, 1e6, &cfg->rope_factor);
+                          "%s: %s.%s '%s' is not supported (supported: default, linear, llama3, yarn, or no %s)",
+                          r->path, field, key, type, field);
+    rc = sy__mjson_float(r, rope, field, "factor", true, 1.0, 1e-6, 1e6, &cfg->rope_factor);
     if (rc != SY_OK)
         return rc;
     if (yarn)
-        return read_yarn(r, rs, cfg);
+        return read_yarn(r, root, rope, field, cfg);
     if (linear) {
         cfg->rope_scaling = SY_ROPE_SCALING_LINEAR;
         return SY_OK;
     }
     cfg->rope_scaling = SY_ROPE_SCALING_LLAMA3;
-    rc = sy__mjson_float(r, rs, field, "low_freq_factor", true, 0, 1e-6, 1e6, &cfg->rope_low_freq_factor);
+    rc = sy__mjson_float(r, rope, field, "low_freq_factor", true, 0, 1e-6, 1e6, &cfg->rope_low_freq_factor);
     if (rc == SY_OK)
-        rc = sy__mjson_float(r, rs, field, "high_freq_factor", true, 0, 1e-6, 1e6, &cfg->rope_high_freq_factor);
+        rc = sy__mjson_float(r, rope, field, "high_freq_factor", true, 0, 1e-6, 1e6, &cfg->rope_high_freq_factor);
     if (rc == SY_OK)
-        rc = sy__mjson_int(r, rs, field, "original_max_position_embeddings", true, 0, 1, INT32_MAX,
-                          &cfg->rope_original_max_pos);
+        rc = read_original_max_pos(r, root, rope, field, cfg);
     if (rc != SY_OK)
         return rc;
     if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor))
@@ -183,11 +293,13 @@ static int read_shapes(const sy_json_reader *r, const json_t *root, const sy_arc
         return sy_err_set(r->err, SY_ERR_INVALID,
                           "%s: num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)", r->path,
                           cfg->n_heads, cfg->n_kv_heads);
-    if (!sy__mjson_field(root, "head_dim") && cfg->hidden % cfg->n_heads != 0)
+    if (!sy__mjson_field(root, "head_dim") && d->default_head_dim <= 0 && cfg->hidden % cfg->n_heads != 0)
         return sy_err_set(r->err, SY_ERR_INVALID,
                           "%s: no head_dim, and hidden_size (%d) is not a multiple of num_attention_heads (%d)",
                           r->path, cfg->hidden, cfg->n_heads);
-    rc = sy__mjson_int(r, root, NULL, "head_dim", false, cfg->hidden / cfg->n_heads, 1, MAX_DIM, &cfg->head_dim);
+    rc = sy__mjson_int(r, root, NULL, "head_dim", false,
+                       d->default_head_dim > 0 ? d->default_head_dim : cfg->hidden / cfg->n_heads, 1, MAX_DIM,
+                       &cfg->head_dim);
     if (rc != SY_OK)
         return rc;
     if ((int64_t)cfg->n_heads * cfg->head_dim > MAX_DIM)
@@ -196,22 +308,33 @@ static int read_shapes(const sy_json_reader *r, const json_t *root, const sy_arc
     return SY_OK;
 }
 
+/* After read_shapes: max_pos and head_dim are known. */
 static int read_rope(const sy_json_reader *r, const json_t *root, const sy_arch_desc *d, sy_model_config *cfg)
 {
-    int rc = sy__mjson_float(r, root, NULL, "rope_theta", false, d->default_rope_theta, 1.0, 1e15, &cfg->rope_theta);
+    json_t *rope = NULL;
+    const char *field = NULL;
     float prf = 1.0f;
+    const double dflt_prf = d->default_partial_rotary > 0 ? d->default_partial_rotary : 1.0;
+    int rc = rope_object(r, root, &rope, &field);
     if (rc == SY_OK)
-        rc = sy__mjson_float(r, root, NULL, "partial_rotary_factor", false, 1.0, 1e-6, 1.0, &prf);
+        rc = read_rope_float(r, root, rope, field, "rope_theta", d->default_rope_theta, 1.0, 1e15, &cfg->rope_theta);
     if (rc == SY_OK)
-        rc = read_rope_scaling(r, root, d->arch == SY_ARCH_DEEPSEEK_V3 || d->arch == SY_ARCH_GLM_MOE_DSA, cfg);
+        rc = read_rope_float(r, root, rope, field, "partial_rotary_factor", dflt_prf, 1e-6, 1.0, &prf);
+    if (rc == SY_OK)
+        rc = read_rope_scaling(r, root, rope, field, cfg);
     if (rc != SY_OK)
         return rc;
     cfg->rotary_dim = (int32_t)((double)cfg->head_dim * (double)prf);
     if (cfg->rotary_dim < 2 || cfg->rotary_dim % 2 != 0)
         return sy_err_set(r->err, SY_ERR_INVALID,
-                          "%s: partial_rotary_factor %g of head_dim %d gives rotary dimension %d; expected an even "
+                          "%s: partial_rotary_factor %g%s of head_dim %d gives rotary dimension %d; expected an even "
                           "number >= 2",
-                          r->path, (double)prf, cfg->head_dim, cfg->rotary_dim);
+                          r->path, (double)prf,
+                          sy__mjson_field(root, "partial_rotary_factor") ||
+                                  (rope && sy__mjson_field(rope, "partial_rotary_factor"))
+                              ? ""
+                              : " (the config class's default)",
+                          cfg->head_dim, cfg->rotary_dim);
     return SY_OK;
 }
 
@@ -335,11 +458,16 @@ int sy_model_config_load(const char *dir, sy_model_config *cfg, sy_err *err)
     if (rc == SY_OK)
         rc = read_tokens(dir, &r, root, cfg);
     if (rc == SY_OK) {
-        char dt[32];
-        rc = sy__mjson_string(&r, root, NULL, json_object_get(root, "torch_dtype") ? "torch_dtype" : "dtype", false,
-                             dt, sizeof dt);
+        /* transformers 5 keeps dtype when both are given (PreTrainedConfig.__post_init__). */
+        char dt[32], tdt[32];
+        rc = sy__mjson_string(&r, root, NULL, "dtype", false, dt, sizeof dt);
         if (rc == SY_OK)
-            set_dtype(dt, cfg);
+            rc = sy__mjson_string(&r, root, NULL, "torch_dtype", false, tdt, sizeof tdt);
+        if (rc == SY_OK && dt[0] && tdt[0] && strcmp(dt, tdt) != 0)
+            sy_warn("%s: dtype '%s' and torch_dtype '%s' disagree; using dtype, as transformers 5 does", path, dt,
+                    tdt);
+        if (rc == SY_OK)
+            set_dtype(dt[0] ? dt : tdt, cfg);
     }
     json_decref(root);
     if (rc != SY_OK)

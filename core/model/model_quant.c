@@ -20,6 +20,7 @@ const char *sy_quant_method_name(sy_quant_method m)
     switch (m) {
     case SY_QUANT_FP8: return "fp8";
     case SY_QUANT_NVFP4: return "nvfp4";
+    case SY_QUANT_MXFP4: return "mxfp4";
     default: return "none";
     }
 }
@@ -117,13 +118,17 @@ static int read_quantization_config(sy_model_quant *q, const json_t *qc, const c
         int rc = read_excludes(q, qc, "modules_to_not_convert", where, err);
         return rc ? rc : read_excludes(q, qc, "ignored_layers", where, err);
     }
+    if (strcmp(method, "mxfp4") == 0) { /* gpt-oss: the experts' _blocks/_scales (model_gptoss.c) */
+        q->method = SY_QUANT_MXFP4;
+        return read_excludes(q, qc, "modules_to_not_convert", where, err);
+    }
     if (strcmp(method, "modelopt") == 0) {
         const json_t *inner = sy__mjson_field(qc, "quantization");
         return read_modelopt(q, inner && json_is_object(inner) ? inner : qc, where, err);
     }
     return sy_err_set(err, SY_ERR_UNSUPPORTED,
-                      "%s.quant_method is '%s'; supported: fp8 (F8_E4M3 with per-tensor or block scales) and modelopt "
-                      "(NVFP4)",
+                      "%s.quant_method is '%s'; supported: fp8 (F8_E4M3 with per-tensor or block scales) modelopt "
+                      "(NVFP4) and mxfp4 (gpt-oss experts)",
                       where, method);
 }
 
@@ -172,7 +177,8 @@ void sy_model_quant_free(sy_model_quant *q)
 
 int sy_model_quant_is_scale(const char *name)
 {
-    static const char *const sfx[] = {".weight_scale", ".weight_scale_inv", ".weight_scale_2", ".input_scale"};
+    static const char *const sfx[] = {".weight_scale", ".weight_scale_inv", ".weight_scale_2", ".input_scale",
+                                      "_proj_scales"};
     const size_t n = strlen(name);
     for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
         const size_t k = strlen(sfx[i]);
@@ -339,5 +345,9 @@ int sy_model_quant_bind(const sy_model_quant *q, const sy_safetensors *st, const
                           file, name, sy_dtype_name(e->view.dtype), q->source);
     if (q->method == SY_QUANT_FP8)
         return bind_fp8(q, st, file, name, e, out, used, n_used, err);
+    if (q->method == SY_QUANT_MXFP4)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; %s (mxfp4) quantises only the "
+                          "routed experts' _blocks / _scales tensors",
+                          file, name, sy_dtype_name(e->view.dtype), q->source);
     return bind_nvfp4(q, st, file, name, e, out, used, n_used, err);
 }

@@ -14,6 +14,9 @@
  *    (two E2M1 codes a byte, element 2i in the low nibble), X.weight_scale
  *    F8_E4M3 [N, K/16], X.weight_scale_2 F32 scalar, X.input_scale F32
  *    scalar (read, unused: activations stay F32). w = q * scale * scale_2.
+ *  - MXFP4 (quant_method "mxfp4", gpt-oss): only the routed experts, as
+ *    X_blocks U8 [E, N, K/32, 16] and X_scales U8 (E8M0) [E, N, K/32];
+ *    bound by model_gptoss.c, not by sy_model_quant_bind.
  * Modules listed in exclude_modules / modules_to_not_convert /
  * ignored_layers stay in their float dtype.
  */
@@ -29,6 +32,7 @@ typedef enum sy_quant_method {
     SY_QUANT_NONE = 0,
     SY_QUANT_FP8,   /* F8_E4M3 weights, F32 scales (block or per tensor) */
     SY_QUANT_NVFP4, /* packed E2M1 weights, F8_E4M3 scales per 16, F32 global */
+    SY_QUANT_MXFP4, /* gpt-oss: packed E2M1 expert weights, E8M0 scales per 32 (model_gptoss.c binds them) */
 } sy_quant_method;
 
 #define SY_QUANT_MAX_EXCLUDE 256
@@ -41,7 +45,7 @@ typedef struct sy_model_quant {
     int n_exclude;
 } sy_model_quant;
 
-/* "none", "fp8", "nvfp4". */
+/* "none", "fp8", "nvfp4", "mxfp4". */
 const char *sy_quant_method_name(sy_quant_method m);
 
 /*
@@ -51,7 +55,8 @@ const char *sy_quant_method_name(sy_quant_method m);
 int sy_model_quant_load(const char *dir, sy_model_quant *q, sy_err *err);
 void sy_model_quant_free(sy_model_quant *q);
 
-/* 1 when name is a scale tensor of a quantised weight (X.weight_scale, _scale_inv, _scale_2, X.input_scale). */
+/* 1 when name is a scale tensor of a quantised weight (X.weight_scale, _scale_inv, _scale_2, X.input_scale,
+ * gpt-oss X_proj_scales). */
 int sy_model_quant_is_scale(const char *name);
 
 /* 1 when the weight `name` (X.weight) belongs to a module the config excludes from quantisation. */

@@ -427,7 +427,15 @@ static bool st_shard_name_ok(const char *s)
     return true;
 }
 
-static int st_open_index(const char *dir, const char *index_path, sy_safetensors *st, sy_err *err)
+typedef struct st_skip {
+    bool (*fn)(const char *name, void *arg);
+    void *arg;
+} st_skip;
+
+static bool st_skipped(const st_skip *sk, const char *name) { return sk->fn && sk->fn(name, sk->arg); }
+
+static int st_open_index(const char *dir, const char *index_path, const st_skip *sk, sy_safetensors *st,
+                         sy_err *err)
 {
     char *text = NULL;
     size_t len = 0;
@@ -467,6 +475,8 @@ static int st_open_index(const char *dir, const char *index_path, sy_safetensors
                             index_path, key, s, dir);
             goto out;
         }
+        if (st_skipped(sk, key)) /* its shard is opened only if a tensor we read lives there too */
+            continue;
         int k = 0;
         while (k < n_shards && strcmp(shards[k], s) != 0)
             k++;
@@ -499,8 +509,10 @@ static int st_open_index(const char *dir, const char *index_path, sy_safetensors
         const char *s = json_string_value(v);
         const sy_st_entry *e = st_lookup(st, key);
         int k = 0;
-        while (strcmp(shards[k], s) != 0)
+        while (k < n_shards && strcmp(shards[k], s) != 0)
             k++;
+        if (k == n_shards) /* a skipped tensor in a shard nothing else needed */
+            continue;
         if (!e) {
             rc = sy_err_set(err, SY_ERR_INVALID, "%s maps tensor '%s' to shard '%s', but that file has no such tensor",
                             ST_INDEX_NAME, key, s);
@@ -512,7 +524,7 @@ static int st_open_index(const char *dir, const char *index_path, sy_safetensors
             goto out;
         }
     }
-    if (st->n != json_object_size(wm))
+    if (st->n > json_object_size(wm))
         sy_debug("%s: the shards hold %zu tensors that %s does not list", dir, st->n - json_object_size(wm),
                  ST_INDEX_NAME);
     rc = SY_OK;
@@ -559,6 +571,13 @@ static int st_find_single(const char *dir, char *path, size_t cap, sy_err *err)
 
 int sy_st_open_dir(const char *dir, sy_safetensors **out, sy_err *err)
 {
+    return sy_st_open_dir_skip(dir, NULL, NULL, out, err);
+}
+
+int sy_st_open_dir_skip(const char *dir, bool (*skip)(const char *name, void *arg), void *skip_arg,
+                        sy_safetensors **out, sy_err *err)
+{
+    const st_skip sk = {skip, skip_arg};
     *out = NULL;
     char path[4096];
     if (sy_path_join(path, sizeof path, dir, ST_INDEX_NAME) != 0)
@@ -568,7 +587,7 @@ int sy_st_open_dir(const char *dir, sy_safetensors **out, sy_err *err)
         return sy_err_set(err, SY_ERR_NOMEM, "%s: out of memory", dir);
     int rc;
     if (sy_file_exists(path)) {
-        rc = st_open_index(dir, path, st, err);
+        rc = st_open_index(dir, path, &sk, st, err);
     } else {
         rc = st_find_single(dir, path, sizeof path, err);
         if (rc == SY_OK)

@@ -5,6 +5,7 @@
 #ifndef SY_SAFETENSORS_H
 #define SY_SAFETENSORS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,14 @@ typedef struct sy_st_entry {
  * sizes involved).
  */
 int sy_st_open_dir(const char *dir, sy_safetensors **out, sy_err *err);
+/*
+ * sy_st_open_dir, but the tensors skip(name, arg) is true for need not be
+ * there: a shard the index maps only such tensors to is neither opened nor
+ * required to exist. A shard opened for other tensors still lists them
+ * (their bytes are never read unless the caller reads them).
+ */
+int sy_st_open_dir_skip(const char *dir, bool (*skip)(const char *name, void *arg), void *skip_arg,
+                        sy_safetensors **out, sy_err *err);
 /* Opens one file. */
 int sy_st_open_file(const char *path, sy_safetensors **out, sy_err *err);
 void sy_st_close(sy_safetensors *st);

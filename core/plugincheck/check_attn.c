@@ -22,6 +22,8 @@ typedef struct acase {
     int32_t n_heads, n_kv_heads, head_dim, v_head_dim, block_size, window;
     sy_dtype kv;
     double tol;
+    /* {0, 0}: window for both layers; else sy_attn_problem.layer_window (ABI 1.1), one window per layer (0: full) */
+    int32_t layer_window[2];
 } acase;
 
 /* A sequence's history per layer: the k/v rows written so far. */
@@ -36,6 +38,8 @@ typedef struct run {
     const sy_attn_ops *ops;
     void *inst;
     sy_attn_problem p;
+    int32_t layer_window[2]; /* p.layer_window points here */
+    float sinks[2 * 64];     /* p.sinks points here when the case has sinks ([layers][heads], ABI 1.1) */
     const acase *c;
     seq s[MAX_SEQS];
     int32_t *free_blocks;
@@ -109,7 +113,8 @@ static int step(run *r, int n, const int *ids, const int *n_new, const char **fa
             }
             for (int t = tok_start[i]; t < tok_start[i + 1]; t++) {
                 int pos = s->len + (t - tok_start[i]);
-                int lo = p->sliding_window > 0 && pos - p->sliding_window + 1 > 0 ? pos - p->sliding_window + 1 : 0;
+                const int w = p->layer_window ? p->layer_window[layer] : p->sliding_window;
+                int lo = w > 0 && pos - w + 1 > 0 ? pos - w + 1 : 0;
                 for (int h = 0; h < H; h++) {
                     const float *qv = q + ((size_t)t * H + h) * D;
                     double mx = -INFINITY, sum = 0;
@@ -121,6 +126,10 @@ static int step(run *r, int n, const int *ids, const int *n_new, const char **fa
                         sc[j] = d * p->scale;
                         mx = sc[j] > mx ? sc[j] : mx;
                     }
+                    /* gpt-oss's sink: one more term in the denominator, no value */
+                    const double sink = p->sinks ? (double)p->sinks[layer * H + h] : -INFINITY;
+                    mx = sink > mx ? sink : mx;
+                    sum = p->sinks ? exp(sink - mx) : 0.0;
                     for (int j = lo; j <= pos; j++)
                         sum += (sc[j] = exp(sc[j] - mx));
                     double *ro = ref + ((size_t)t * H + h) * DV;
@@ -188,8 +197,8 @@ static const char *note(run *r, const char *step, int rc)
     return r->note;
 }
 
-static int setup(run *r, sy_pc *pc, const acase *c, int n_layers, int n_blocks, const char *op, char *cas,
-                 size_t cap)
+static int setup(run *r, sy_pc *pc, const acase *c, int n_layers, int n_blocks, int sinks, const char *op,
+                 char *cas, size_t cap)
 {
     memset(r, 0, sizeof *r);
     r->pc = pc;
@@ -206,8 +215,21 @@ static int setup(run *r, sy_pc *pc, const acase *c, int n_layers, int n_blocks, 
                              .kv_dtype = c->kv,
                              .sliding_window = c->window};
     r->p.scale = (float)(1.0 / sqrt((double)c->head_dim));
-    snprintf(cas, cap, "%s: heads %d/%d dim %d/%d block %d%s", c->name, c->n_heads, c->n_kv_heads, c->head_dim,
-             c->v_head_dim, c->block_size, c->window ? " window" : "");
+    const int per_layer = c->layer_window[0] || c->layer_window[1];
+    if (per_layer && n_layers == 2) {
+        memcpy(r->layer_window, c->layer_window, sizeof r->layer_window);
+        r->p.layer_window = r->layer_window;
+    }
+    if (sinks && (size_t)n_layers * (size_t)c->n_heads <= sizeof r->sinks / sizeof r->sinks[0]) {
+        /* Sink logits around the scores' own size (q, k ~ N(0,1), scale 1/sqrt(d)), some far above: each row's
+         * weights then sum well below 1, and a sink above every score must not overflow. */
+        sy_pc_fill(pc, r->sinks, (size_t)n_layers * (size_t)c->n_heads, 2);
+        r->sinks[0] = 30.0f;
+        r->p.sinks = r->sinks;
+    }
+    snprintf(cas, cap, "%s: heads %d/%d dim %d/%d block %d%s%s", c->name, c->n_heads, c->n_kv_heads, c->head_dim,
+             c->v_head_dim, c->block_size, per_layer ? " win/layer" : c->window ? " window" : "",
+             r->p.sinks ? " sinks" : "");
     if (!(r->inst = sy_pc_create(pc, op, cas)))
         return -1;
     sy_err why;
@@ -255,11 +277,11 @@ static void teardown(run *r)
     }
 }
 
-static void check_case(sy_pc *pc, const acase *c)
+static void check_case(sy_pc *pc, const acase *c, int sinks)
 {
     run r;
     char cas[96];
-    if (setup(&r, pc, c, 2, 64, "forward", cas, sizeof cas))
+    if (setup(&r, pc, c, 2, 64, sinks, "forward", cas, sizeof cas))
         return;
     const char *fail_step = "forward";
     /* prefill 37 + 5 together, a chunk of 9 with a decode, decodes of 3 seqs,
@@ -295,7 +317,7 @@ static void speed_case(sy_pc *pc, const acase *c, int ctx, int n_seqs, int n_new
 {
     run r;
     char cas[96], full[128];
-    if (setup(&r, pc, c, 1, MAX_LEN / c->block_size * MAX_SEQS, "forward", cas, sizeof cas))
+    if (setup(&r, pc, c, 1, MAX_LEN / c->block_size * MAX_SEQS, 0, "forward", cas, sizeof cas))
         return;
     snprintf(full, sizeof full, "%s ctx %d, %d seqs x %d", c->name, ctx, n_seqs, n_new);
     const char *fail_step = "forward";
@@ -348,16 +370,19 @@ static void speed_case(sy_pc *pc, const acase *c, int ctx, int n_seqs, int n_new
 int sy_pc_check_attn(sy_pc *pc)
 {
     static const acase cases[] = {
-        {"f32 kv", 4, 2, 32, 32, 16, 0, SY_DTYPE_F32, 1e-4},
-        {"f32 kv mha", 2, 2, 64, 64, 32, 0, SY_DTYPE_F32, 1e-4},
-        {"f32 kv v_dim", 4, 1, 32, 16, 16, 0, SY_DTYPE_F32, 1e-4},
-        {"f32 kv", 4, 2, 32, 32, 16, 24, SY_DTYPE_F32, 1e-4},
-        {"bf16 kv", 4, 2, 32, 32, 16, 0, SY_DTYPE_BF16, 2e-2},
-        {"f16 kv", 4, 2, 32, 32, 16, 0, SY_DTYPE_F16, 5e-3},
+        {"f32 kv", 4, 2, 32, 32, 16, 0, SY_DTYPE_F32, 1e-4, {0, 0}},
+        {"f32 kv mha", 2, 2, 64, 64, 32, 0, SY_DTYPE_F32, 1e-4, {0, 0}},
+        {"f32 kv v_dim", 4, 1, 32, 16, 16, 0, SY_DTYPE_F32, 1e-4, {0, 0}},
+        {"f32 kv", 4, 2, 32, 32, 16, 24, SY_DTYPE_F32, 1e-4, {0, 0}},
+        /* per-layer windows (gpt-oss, Qwen2 max_window_layers): one layer full, the other sliding, both ways round */
+        {"f32 kv", 4, 2, 32, 32, 16, 0, SY_DTYPE_F32, 1e-4, {0, 7}},
+        {"bf16 kv", 4, 2, 32, 32, 16, 0, SY_DTYPE_BF16, 2e-2, {13, 0}},
+        {"bf16 kv", 4, 2, 32, 32, 16, 0, SY_DTYPE_BF16, 2e-2, {0, 0}},
+        {"f16 kv", 4, 2, 32, 32, 16, 0, SY_DTYPE_F16, 5e-3, {0, 0}},
     };
     if (pc->speed) {
-        static const acase sp[] = {{"f32 kv", 32, 8, 64, 64, 16, 0, SY_DTYPE_F32, 0},
-                                   {"bf16 kv", 32, 8, 64, 64, 16, 0, SY_DTYPE_BF16, 0}};
+        static const acase sp[] = {{"f32 kv", 32, 8, 64, 64, 16, 0, SY_DTYPE_F32, 0, {0, 0}},
+                                   {"bf16 kv", 32, 8, 64, 64, 16, 0, SY_DTYPE_BF16, 0, {0, 0}}};
         for (int i = 0; i < 2; i++) {
             speed_case(pc, &sp[i], 256, 1, 1);
             speed_case(pc, &sp[i], 256, 4, 1);
@@ -366,6 +391,10 @@ int sy_pc_check_attn(sy_pc *pc)
         return 0;
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        check_case(pc, &cases[i]);
+        check_case(pc, &cases[i], 0);
+    /* gpt-oss: attention sinks with GQA, alone, with per-layer windows, and over a BF16 cache */
+    static const size_t with_sinks[] = {0, 4, 5};
+    for (size_t i = 0; i < sizeof with_sinks / sizeof with_sinks[0]; i++)
+        check_case(pc, &cases[with_sinks[i]], 1);
     return 0;
 }

@@ -1,7 +1,9 @@
 /*
  * plugin-check for MoE plugins: routing (softmax or sigmoid scoring, with
  * and without renormalised top-k, score-correction bias and grouped top-k)
- * and the weighted sum of SwiGLU experts, against float64. A moe plugin of
+ * and the weighted sum of SwiGLU experts (silu, or gpt-oss's clamped
+ * swiglu with expert biases; F32/F16/BF16 or MXFP4 weights), against
+ * float64. A moe plugin of
  * another device (--device) gets x, the router logits and out in that
  * device's memory; the experts stay host views, as the engine hands them.
  */
@@ -18,8 +20,12 @@ typedef struct mcase {
     const char *name;
     int32_t n_experts, top_k, hidden, inter, scoring, norm, n_group, topk_group, bias;
     float scaling;
-    sy_dtype wdt;
+    sy_dtype wdt; /* FP4_E2M1: MXFP4 (E8M0 scales per 32) */
     double tol;
+    int act;           /* sy_moe_activation */
+    float alpha, limit;
+    int ebias;         /* 0: no expert biases; 1: gate/up/down; 2: gate/up, down_bias NULL */
+    int nvfp4;         /* wdt FP4_E2M1 with E4M3 scales per 16 (NVFP4) instead of MXFP4 */
 } mcase;
 
 /* One forward's x, router logits and out, as the plugin sees them: the host arrays, or copies on pc's device. */
@@ -137,10 +143,42 @@ static void route(const mcase *c, const float *logits, const double *bias, int *
 typedef struct experts {
     void *g, *u, *d;       /* host views: [E][inter][hidden], [E][inter][hidden], [E][hidden][inter] */
     double *gr, *ur, *dr;  /* the values they hold */
+    uint8_t *sg, *su, *sd; /* MXFP4: their E8M0 scales, [E][rows][cols / 32] (NVFP4: E4M3, cols / 16) */
     sy_tensor tg[64], tu[64], td[64], tb;
     double *bias;
     float *bias_f;
+    float *eb;             /* expert biases: gate [E][inter], up [E][inter], down [E][hidden] */
+    sy_tensor tgb[64], tub[64], tdb[64];
 } experts;
+
+/* E2M1 from its definition (sign, 2 exponent bits of bias 1, 1 mantissa bit; code 1 the subnormal 0.5). */
+static double e2m1(unsigned n)
+{
+    const int e = (n >> 1) & 3, m = n & 1;
+    const double v = e == 0 ? m * 0.5 : ldexp(1.0 + m / 2.0, e - 1);
+    return (n & 8) ? -v : v;
+}
+
+/*
+ * n / cols rows of MXFP4: random codes, E8M0 scales around `scale` / 3 (the
+ * codes' RMS is about 3), and their values in ref.
+ */
+static void fill_mxfp4(sy_pc *pc, uint8_t *codes, uint8_t *sc, double *ref, size_t n, size_t cols, float scale,
+                       int nvfp4)
+{
+    const int e0 = 127 + (int)floor(log2(scale / 3.0));
+    const size_t blk = nvfp4 ? 16 : 32;
+    for (size_t i = 0; i < n / 2; i++)
+        codes[i] = (uint8_t)sy_pc_rand_u32(pc);
+    for (size_t i = 0; i < n / blk; i++) /* NVFP4: E4M3 exponent e0 - 120, mantissa random */
+        sc[i] = nvfp4 ? (uint8_t)(((e0 - 120) << 3) | (int)(sy_pc_rand_u32(pc) % 8))
+                      : (uint8_t)(e0 - 1 + (int)(sy_pc_rand_u32(pc) % 3));
+    for (size_t i = 0; i < n; i++) {
+        const unsigned b = sc[(i / cols) * (cols / blk) + (i % cols) / blk];
+        const double s = nvfp4 ? ldexp(1.0 + (b & 7) / 8.0, (int)(b >> 3) - 7) : ldexp(1.0, (int)b - 127);
+        ref[i] = e2m1((codes[i / 2] >> ((i & 1) * 4)) & 15u) * s;
+    }
+}
 
 static void fill(sy_pc *pc, void *dst, double *ref, size_t n, sy_dtype dt, float scale)
 {
@@ -161,27 +199,60 @@ static int make_experts(sy_pc *pc, const mcase *c, experts *x)
 {
     memset(x, 0, sizeof *x);
     const size_t E = (size_t)c->n_experts, H = (size_t)c->hidden, F = (size_t)c->inter;
-    const size_t es = (size_t)sy_dtype_bits(c->wdt) / 8;
-    x->g = malloc(E * F * H * es);
-    x->u = malloc(E * F * H * es);
-    x->d = malloc(E * F * H * es);
+    const int mx = c->wdt == SY_DTYPE_FP4_E2M1;
+    const size_t wb = mx ? E * F * H / 2 : E * F * H * ((size_t)sy_dtype_bits(c->wdt) / 8);
+    x->g = malloc(wb);
+    x->u = malloc(wb);
+    x->d = malloc(wb);
+    x->eb = calloc(E * (2 * F + H), sizeof(float));
+    if (mx) {
+        x->sg = malloc(E * F * H / 16);
+        x->su = malloc(E * F * H / 16);
+        x->sd = malloc(E * F * H / 16);
+        if (!x->sg || !x->su || !x->sd)
+            return -1;
+    }
     x->gr = malloc(E * F * H * sizeof(double));
     x->ur = malloc(E * F * H * sizeof(double));
     x->dr = malloc(E * F * H * sizeof(double));
     x->bias = calloc(E, sizeof(double));
     x->bias_f = calloc(E, sizeof(float));
-    if (!x->g || !x->u || !x->d || !x->gr || !x->ur || !x->dr || !x->bias || !x->bias_f)
+    if (!x->g || !x->u || !x->d || !x->gr || !x->ur || !x->dr || !x->bias || !x->bias_f || !x->eb)
         return -1;
-    fill(pc, x->g, x->gr, E * F * H, c->wdt, 0.3f);
-    fill(pc, x->u, x->ur, E * F * H, c->wdt, 0.3f);
-    fill(pc, x->d, x->dr, E * F * H, c->wdt, 0.3f);
+    if (mx) {
+        fill_mxfp4(pc, x->g, x->sg, x->gr, E * F * H, H, 0.3f, c->nvfp4);
+        fill_mxfp4(pc, x->u, x->su, x->ur, E * F * H, H, 0.3f, c->nvfp4);
+        fill_mxfp4(pc, x->d, x->sd, x->dr, E * F * H, F, 0.3f, c->nvfp4);
+    } else {
+        fill(pc, x->g, x->gr, E * F * H, c->wdt, 0.3f);
+        fill(pc, x->u, x->ur, E * F * H, c->wdt, 0.3f);
+        fill(pc, x->d, x->dr, E * F * H, c->wdt, 0.3f);
+    }
+    if (c->ebias)
+        sy_pc_fill(pc, x->eb, E * (2 * F + H), 0.5f);
+    const size_t es = mx ? 0 : (size_t)sy_dtype_bits(c->wdt) / 8, mb = mx ? F * H / 2 : F * H * es;
     for (size_t e = 0; e < E; e++) {
+        int64_t nf = (int64_t)F, nh = (int64_t)H;
+        sy_tensor_init(&x->tgb[e], x->eb + e * F, SY_DTYPE_F32, 1, &nf);
+        sy_tensor_init(&x->tub[e], x->eb + (E + e) * F, SY_DTYPE_F32, 1, &nf);
+        sy_tensor_init(&x->tdb[e], x->eb + 2 * E * F + e * H, SY_DTYPE_F32, 1, &nh);
         x->bias_f[e] = 0.2f * sy_pc_rand(pc);
         x->bias[e] = c->bias ? x->bias_f[e] : 0;
         int64_t sgu[2] = {(int64_t)F, (int64_t)H}, sd[2] = {(int64_t)H, (int64_t)F};
-        sy_tensor_init(&x->tg[e], (char *)x->g + e * F * H * es, c->wdt, 2, sgu);
-        sy_tensor_init(&x->tu[e], (char *)x->u + e * F * H * es, c->wdt, 2, sgu);
-        sy_tensor_init(&x->td[e], (char *)x->d + e * F * H * es, c->wdt, 2, sd);
+        sy_tensor_init(&x->tg[e], (char *)x->g + e * mb, c->wdt, 2, sgu);
+        sy_tensor_init(&x->tu[e], (char *)x->u + e * mb, c->wdt, 2, sgu);
+        sy_tensor_init(&x->td[e], (char *)x->d + e * mb, c->wdt, 2, sd);
+        if (mx) {
+            sy_tensor *t[3] = {&x->tg[e], &x->tu[e], &x->td[e]};
+            const size_t blk = c->nvfp4 ? 16 : 32;
+            const uint8_t *sc[3] = {x->sg + e * F * H / blk, x->su + e * F * H / blk, x->sd + e * F * H / blk};
+            for (int i = 0; i < 3; i++) {
+                t[i]->scale = sc[i];
+                t[i]->scale_dtype = c->nvfp4 ? SY_DTYPE_FP8_E4M3 : SY_DTYPE_E8M0;
+                t[i]->scale_block[0] = 1;
+                t[i]->scale_block[1] = (int32_t)blk;
+            }
+        }
     }
     int64_t sb = (int64_t)E;
     sy_tensor_init(&x->tb, x->bias_f, SY_DTYPE_F32, 1, &sb);
@@ -198,11 +269,15 @@ static void free_experts(experts *x)
     free(x->dr);
     free(x->bias);
     free(x->bias_f);
+    free(x->sg);
+    free(x->su);
+    free(x->sd);
+    free(x->eb);
 }
 
 static void ref_forward(const mcase *c, const experts *x, const float *in, const float *logits, int n, double *out)
 {
-    const int H = c->hidden, F = c->inter;
+    const int H = c->hidden, F = c->inter, E = c->n_experts;
     double *act = malloc(sizeof(double) * (size_t)F);
     for (int t = 0; t < n; t++) {
         int ids[64];
@@ -220,12 +295,24 @@ static void ref_forward(const mcase *c, const experts *x, const float *in, const
                     a += g[(size_t)f * H + i] * in[(size_t)t * H + i];
                     b += u[(size_t)f * H + i] * in[(size_t)t * H + i];
                 }
-                act[f] = a / (1.0 + exp(-a)) * b;
+                if (c->ebias) {
+                    a += x->eb[e * F + (size_t)f];
+                    b += x->eb[(E + e) * F + (size_t)f];
+                }
+                if (c->act == SY_MOE_ACT_SWIGLU_CLAMP) { /* gpt-oss: min(g, limit), clamp(u, +-limit), (u + 1) glu */
+                    a = a > c->limit ? c->limit : a;
+                    b = b > c->limit ? c->limit : b < -c->limit ? -c->limit : b;
+                    act[f] = (b + 1.0) * a / (1.0 + exp(-(double)c->alpha * a));
+                } else {
+                    act[f] = a / (1.0 + exp(-a)) * b;
+                }
             }
             for (int i = 0; i < H; i++) {
                 double s = 0;
                 for (int f = 0; f < F; f++)
                     s += d[(size_t)i * F + f] * act[f];
+                if (c->ebias == 1)
+                    s += x->eb[2 * E * F + e * H + (size_t)i];
                 o[i] += w[k] * s;
             }
         }
@@ -233,11 +320,30 @@ static void ref_forward(const mcase *c, const experts *x, const float *in, const
     free(act);
 }
 
+static const char *wdt_name(sy_dtype d)
+{
+    return d == SY_DTYPE_F32 ? "f32" : d == SY_DTYPE_BF16 ? "bf16" : d == SY_DTYPE_FP4_E2M1 ? "mxfp4" : "f16";
+}
+
+/* has_bias: the experts' biases through prepare_layer_bias (first: the first expert the views start at). */
+static int give_bias(sy_pc *pc, void *inst, const mcase *c, int layer, const experts *x, int first, sy_err *err)
+{
+    const sy_moe_ops *ops = pc->desc->ops;
+    if (!c->ebias)
+        return SY_OK;
+    if (ops->struct_size < offsetof(sy_moe_ops, prepare_layer_bias) + sizeof ops->prepare_layer_bias ||
+        !ops->prepare_layer_bias)
+        return sy_err_set(err, SY_ERR_UNSUPPORTED, "supports() took has_bias = 1, but the plugin has no "
+                          "prepare_layer_bias");
+    return ops->prepare_layer_bias(inst, layer, x->tgb + first, x->tub + first, c->ebias == 1 ? x->tdb + first : NULL,
+                                   err);
+}
+
 static void check_case(sy_pc *pc, const mcase *c, int n_tokens)
 {
     char cas[120], note[700];
     snprintf(cas, sizeof cas, "%s: %d tok, E %d top %d, %dx%d %s", c->name, n_tokens, c->n_experts, c->top_k,
-             c->hidden, c->inter, c->wdt == SY_DTYPE_F32 ? "f32" : c->wdt == SY_DTYPE_BF16 ? "bf16" : "f16");
+             c->hidden, c->inter, wdt_name(c->wdt));
     void *inst = sy_pc_create(pc, "forward", cas);
     if (!inst)
         return;
@@ -245,7 +351,9 @@ static void check_case(sy_pc *pc, const mcase *c, int n_tokens)
     const int n_layers = 2;
     sy_moe_problem p = {.struct_size = sizeof p, .n_layers = n_layers, .n_experts = c->n_experts, .top_k = c->top_k, .hidden = c->hidden,
                         .inter = c->inter, .scoring = c->scoring, .norm_topk_prob = c->norm, .routed_scaling_factor = c->scaling,
-                        .n_group = c->n_group, .topk_group = c->topk_group, .weight_dtype = c->wdt};
+                        .n_group = c->n_group, .topk_group = c->topk_group, .weight_dtype = c->wdt,
+                        .activation = c->act, .swiglu_alpha = c->alpha, .swiglu_limit = c->limit,
+                        .has_bias = c->ebias != 0};
     sy_err err;
     memset(&err, 0, sizeof err);
     experts x[2];
@@ -280,6 +388,9 @@ static void check_case(sy_pc *pc, const mcase *c, int n_tokens)
         }
         step = "prepare_layer";
         if ((rc = ops->prepare_layer(inst, l, x[l].tg, x[l].tu, x[l].td, c->bias ? &x[l].tb : NULL, &err)))
+            goto done;
+        step = "prepare_layer_bias";
+        if ((rc = give_bias(pc, inst, c, l, &x[l], 0, &err)))
             goto done;
     }
     /* Layers in reverse: a plugin that ignores `layer` uses the wrong experts. */
@@ -341,7 +452,9 @@ static void check_ranges(sy_pc *pc, const mcase *c, int n_tokens)
     const int32_t E = c->n_experts, cut[4] = {0, E / 3, E / 3 + E / 4, E};
     sy_moe_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_experts = c->n_experts, .top_k = c->top_k, .hidden = c->hidden,
                         .inter = c->inter, .scoring = c->scoring, .norm_topk_prob = c->norm, .routed_scaling_factor = c->scaling,
-                        .n_group = c->n_group, .topk_group = c->topk_group, .weight_dtype = c->wdt};
+                        .n_group = c->n_group, .topk_group = c->topk_group, .weight_dtype = c->wdt,
+                        .activation = c->act, .swiglu_alpha = c->alpha, .swiglu_limit = c->limit,
+                        .has_bias = c->ebias != 0};
     sy_err err;
     memset(&err, 0, sizeof err);
     experts x;
@@ -375,6 +488,10 @@ static void check_ranges(sy_pc *pc, const mcase *c, int n_tokens)
         if (!rc) {
             step = "prepare_layer";
             rc = ops->prepare_layer(inst, 0, x.tg + first, x.tu + first, x.td + first, c->bias ? &x.tb : NULL, &err);
+        }
+        if (!rc) {
+            step = "prepare_layer_bias";
+            rc = give_bias(pc, inst, c, 0, &x, first, &err);
         }
         if (!rc) {
             step = "plugin-check (device memory)";
@@ -423,7 +540,9 @@ static void speed_case(sy_pc *pc, const mcase *c, int n_tokens)
     const sy_moe_ops *ops = pc->desc->ops;
     sy_moe_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_experts = c->n_experts, .top_k = c->top_k, .hidden = c->hidden,
                         .inter = c->inter, .scoring = c->scoring, .norm_topk_prob = c->norm, .routed_scaling_factor = c->scaling,
-                        .n_group = c->n_group, .topk_group = c->topk_group, .weight_dtype = c->wdt};
+                        .n_group = c->n_group, .topk_group = c->topk_group, .weight_dtype = c->wdt,
+                        .activation = c->act, .swiglu_alpha = c->alpha, .swiglu_limit = c->limit,
+                        .has_bias = c->ebias != 0};
     sy_err err;
     memset(&err, 0, sizeof err);
     experts x;
@@ -434,6 +553,8 @@ static void speed_case(sy_pc *pc, const mcase *c, int n_tokens)
     const char *step = "prepare";
     if (!rc && !(rc = ops->prepare(inst, &p, &err)))
         step = "prepare_layer", rc = ops->prepare_layer(inst, 0, x.tg, x.tu, x.td, NULL, &err);
+    if (!rc)
+        step = "prepare_layer_bias", rc = give_bias(pc, inst, c, 0, &x, 0, &err);
     long runs = 0;
     double t = 0;
     if (!rc) {
@@ -472,17 +593,32 @@ static void speed_case(sy_pc *pc, const mcase *c, int n_tokens)
 int sy_pc_check_moe(sy_pc *pc)
 {
     static const mcase cases[] = {
-        {"softmax", 8, 2, 64, 48, SY_MOE_SOFTMAX, 0, 0, 0, 0, 1.0f, SY_DTYPE_F32, 1e-4},
-        {"softmax norm", 8, 2, 64, 48, SY_MOE_SOFTMAX, 1, 0, 0, 0, 1.0f, SY_DTYPE_BF16, 2e-2},
-        {"sigmoid bias", 8, 2, 32, 24, SY_MOE_SIGMOID, 1, 0, 0, 1, 2.5f, SY_DTYPE_F32, 1e-4},
-        {"sigmoid bias group", 16, 4, 32, 24, SY_MOE_SIGMOID, 1, 4, 2, 1, 2.5f, SY_DTYPE_F32, 1e-4},
-        {"softmax", 4, 1, 32, 64, SY_MOE_SOFTMAX, 0, 0, 0, 0, 1.0f, SY_DTYPE_F16, 5e-3},
+        {"softmax", 8, 2, 64, 48, SY_MOE_SOFTMAX, 0, 0, 0, 0, 1.0f, SY_DTYPE_F32, 1e-4, 0, 0, 0, 0, 0},
+        {"softmax norm", 8, 2, 64, 48, SY_MOE_SOFTMAX, 1, 0, 0, 0, 1.0f, SY_DTYPE_BF16, 2e-2, 0, 0, 0, 0, 0},
+        {"sigmoid bias", 8, 2, 32, 24, SY_MOE_SIGMOID, 1, 0, 0, 1, 2.5f, SY_DTYPE_F32, 1e-4, 0, 0, 0, 0, 0},
+        {"sigmoid bias group", 16, 4, 32, 24, SY_MOE_SIGMOID, 1, 4, 2, 1, 2.5f, SY_DTYPE_F32, 1e-4, 0, 0, 0, 0, 0},
+        {"softmax", 4, 1, 32, 64, SY_MOE_SOFTMAX, 0, 0, 0, 0, 1.0f, SY_DTYPE_F16, 5e-3, 0, 0, 0, 0, 0},
+        /* gpt-oss: MXFP4 experts, clamped swiglu, expert biases; limit 1 so both clamps bite at these sizes */
+        {"gpt-oss swiglu-clamp biases", 8, 2, 64, 96, SY_MOE_SOFTMAX, 1, 0, 0, 0, 1.0f, SY_DTYPE_FP4_E2M1, 1e-4,
+         SY_MOE_ACT_SWIGLU_CLAMP, 1.702f, 1.0f, 1, 0},
+        {"gpt-oss limit 7, no down bias", 8, 2, 64, 64, SY_MOE_SOFTMAX, 1, 0, 0, 0, 1.0f, SY_DTYPE_F32, 1e-4,
+         SY_MOE_ACT_SWIGLU_CLAMP, 1.702f, 7.0f, 2, 0},
+        {"mxfp4 silu", 8, 2, 32, 64, SY_MOE_SOFTMAX, 0, 0, 0, 0, 1.0f, SY_DTYPE_FP4_E2M1, 1e-4, 0, 0, 0, 0, 0},
+        {"silu expert biases", 4, 2, 32, 24, SY_MOE_SOFTMAX, 1, 0, 0, 0, 1.0f, SY_DTYPE_BF16, 2e-2, 0, 0, 0, 1, 0},
     };
     if (pc->speed) {
-        static const mcase sp = {"softmax bf16", 8, 2, 1024, 1408, SY_MOE_SOFTMAX, 1, 0, 0, 0, 1.0f, SY_DTYPE_BF16, 0};
-        speed_case(pc, &sp, 1);
-        speed_case(pc, &sp, 16);
-        speed_case(pc, &sp, 128);
+        static const mcase sp = {"softmax bf16", 8, 2, 1024, 1408, SY_MOE_SOFTMAX, 1, 0, 0, 0, 1.0f, SY_DTYPE_BF16, 0,
+                                 0, 0, 0, 0, 0};
+        static const mcase spx = {"gpt-oss mxfp4", 8, 2, 1024, 1408, SY_MOE_SOFTMAX, 1, 0, 0, 0, 1.0f,
+                                  SY_DTYPE_FP4_E2M1, 0, SY_MOE_ACT_SWIGLU_CLAMP, 1.702f, 7.0f, 1, 0};
+        static const mcase spn = {"softmax nvfp4", 8, 2, 1024, 1408, SY_MOE_SOFTMAX, 1, 0, 0, 0, 1.0f,
+                                  SY_DTYPE_FP4_E2M1, 0, 0, 0, 0, 0, 1};
+        const mcase *sps[3] = {&sp, &spn, &spx};
+        for (int i = 0; i < 3; i++) {
+            speed_case(pc, sps[i], 1);
+            speed_case(pc, sps[i], 16);
+            speed_case(pc, sps[i], 128);
+        }
         return 0;
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -491,5 +627,6 @@ int sy_pc_check_moe(sy_pc *pc)
     }
     check_ranges(pc, &cases[1], 13);
     check_ranges(pc, &cases[3], 13);
+    check_ranges(pc, &cases[5], 13);
     return 0;
 }

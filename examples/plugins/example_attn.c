@@ -5,7 +5,9 @@
  * holds the K (and V) rows of all KV heads of one token. A step first writes
  * each new token's K/V into its sequence's blocks (block_table), then each
  * query row attends over its sequence's positions 0..pos with a one-pass
- * (online) softmax, spread over the host's workers by (token, head).
+ * (online) softmax, spread over the host's workers by (token, head); ABI
+ * 1.1's per-layer windows and attention sinks are honoured when the host's
+ * problem struct carries them.
  *
  * Build: cc -shared -fPIC $(pkg-config --cflags switchyard-plugin) example_attn.c -o example-attn.so -lm
  * Use:   [attention]
@@ -14,6 +16,7 @@
 #include <switchyard/plugin.h>
 
 #include <math.h>
+#include <stddef.h>
 
 #define MAX_DIM 256 /* head_dim and v_head_dim; the accumulator lives on the stack */
 
@@ -111,6 +114,14 @@ static void attend(void *arg, int64_t begin, int64_t end, int worker)
     const attn *a = j->a;
     const sy_attn_problem *p = &a->p;
     const int D = p->head_dim, DV = p->v_head_dim, BS = p->block_size, G = p->n_heads / p->n_kv_heads;
+    /* ABI 1.1's window per layer, read only when the host's struct covers it; else the one window. */
+    const int per_layer = p->struct_size >= offsetof(sy_attn_problem, layer_window) + sizeof p->layer_window &&
+                          p->layer_window;
+    const int32_t W = per_layer ? p->layer_window[j->layer] : p->sliding_window;
+    /* ABI 1.1's attention sinks (gpt-oss): one more logit per head in the softmax's sum, with no value. */
+    const float *sinks = p->struct_size >= offsetof(sy_attn_problem, sinks) + sizeof p->sinks && p->sinks
+                             ? p->sinks + (size_t)j->layer * (size_t)p->n_heads
+                             : NULL;
     for (int64_t it = begin; it < end; it++) {
         const int32_t t = (int32_t)(it / p->n_heads), h = (int32_t)(it % p->n_heads);
         int32_t s = 0;
@@ -118,7 +129,7 @@ static void attend(void *arg, int64_t begin, int64_t end, int worker)
             s++;
         const int32_t *bt = j->b->block_table + (size_t)s * j->b->max_blocks;
         const int32_t pos = j->b->ctx_len[s] + (t - j->b->tok_start[s]);
-        const int32_t lo = p->sliding_window > 0 && pos - p->sliding_window + 1 > 0 ? pos - p->sliding_window + 1 : 0;
+        const int32_t lo = W > 0 && pos - W + 1 > 0 ? pos - W + 1 : 0;
         const float *q = j->q + ((size_t)t * p->n_heads + h) * D;
         float acc[MAX_DIM] = {0};
         float mx = -INFINITY, sum = 0;
@@ -135,6 +146,12 @@ static void attend(void *arg, int64_t begin, int64_t end, int worker)
                 acc[x] = acc[x] * old + w * v[x];
             sum = sum * old + w;
             mx = m2;
+        }
+        if (sinks) { /* the same rescaling as a position's, so that a large sink cannot overflow */
+            float m2 = sinks[h] > mx ? sinks[h] : mx, old = expf(mx - m2);
+            for (int x = 0; x < DV; x++)
+                acc[x] *= old;
+            sum = sum * old + expf(sinks[h] - m2);
         }
         float *o = j->out + ((size_t)t * p->n_heads + h) * DV;
         for (int x = 0; x < DV; x++)

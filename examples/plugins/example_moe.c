@@ -81,6 +81,11 @@ static int supports(void *inst, const sy_moe_problem *p, sy_err *why)
         return sy_err_set(why, 0, "example-moe knows softmax and sigmoid scoring, not %d", p->scoring);
     if (p->weight_dtype != SY_DTYPE_F32 && p->weight_dtype != SY_DTYPE_F16 && p->weight_dtype != SY_DTYPE_BF16)
         return sy_err_set(why, 0, "example-moe reads F32, F16 and BF16 experts, not %s", sy_dtype_name(p->weight_dtype));
+    /* ABI 1.1 fields, read only when the host's problem has them: this plugin computes silu experts without biases. */
+    if (p->struct_size >= offsetof(sy_moe_problem, has_bias) + sizeof p->has_bias &&
+        (p->activation != SY_MOE_ACT_SILU || p->has_bias))
+        return sy_err_set(why, 0, "example-moe computes silu experts without biases, asked activation %d, has_bias %d",
+                          p->activation, p->has_bias);
     return 1;
 }
 

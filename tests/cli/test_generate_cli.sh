@@ -1,7 +1,7 @@
 #!/bin/sh
 # `switchyard generate` as a user runs it: the README's stories260k
-# continuation exactly, the default build config, sampling reproducibility,
-# and clear errors for bad input.
+# continuation exactly, the default build config writing that story too,
+# sampling reproducibility, and clear errors for bad input.
 set -u
 : "${SY_BUILDDIR:?run through make check}"
 if [ -z "${SY_SHARED_DIR:-}" ] || [ ! -d "$SY_SHARED_DIR/models/stories260k" ]; then
@@ -22,9 +22,11 @@ want=', there was a little girl named Lily. She loved to play outside in the par
 got=$("$sy" generate -q -c "$cfg" --model "$SY_SHARED_DIR/models/stories260k" --prompt "Once upon a time" -n 40 2>"$tmp/err")
 if [ "$got" = "$want" ]; then ok "stories260k greedy text"; else bad "stories260k: got [$got] want [$want] ($(cat "$tmp/err"))"; fi
 
-# 2. The default build config runs on the small model the build made.
-if "$sy" generate -q -c "$cfg" --prompt "Hello" -n 8 --print-ids >"$tmp/out" 2>"$tmp/err" &&
-    grep -q '^generated_ids: [0-9]' "$tmp/err"; then ok "default config generates"; else bad "default config: $(cat "$tmp/err")"; fi
+# 2. The default build config serves the model in the source tree, stories260k: a first run writes text
+# (the synthetic default it replaced wrote noise).
+got=$("$sy" generate -q -c "$cfg" --prompt "Once upon a time" -n 40 2>"$tmp/err")
+if [ "$got" = "$want" ]; then ok "default config writes the story"; else
+    bad "default config: got [$got] want [$want] ($(cat "$tmp/err"))"; fi
 
 # 3. Same seed, same text; sampling works with every filter.
 a=$("$sy" generate -q -c "$cfg" --prompt "Hi" -n 16 --temperature 0.9 --top-p 0.9 --top-k 40 --min-p 0.01 --seed 7 2>&1)

@@ -8,7 +8,8 @@
 #   2. switchyard doctor
 #   3. tests/gpu/test_cuda_ops: every CUDA op against the CPU plugins on
 #      random inputs (relative-error bounds per dtype; NaN never passes),
-#      attention's tensor-core prefill kernel among them ("attention tc")
+#      attention's tensor-core prefill kernel among them ("attention tc"), and attention sinks
+#      (gpt-oss: "attention sinks"; the tensor-core kernel refuses them)
 #      3b. comm cuda-p2p with two ranks on the one GPU (bench-comm with
 #      the test-only same_device = allow: 0 wrong), and refused without it;
 #      unpinned, rank 1 of bench-comm nccl takes GPU 1 (refused on one GPU)
@@ -19,7 +20,10 @@
 #      fp4mma refused without NVFP4 activations)
 #   4. switchyard generate on the shared models with etc/examples/cuda.ini:
 #      the greedy ids must equal $SY_SHARED_DIR/models/expected_greedy.json's;
-#      4b. on sy-mkmodel's GLM-4.5, DeepSeek-V3 (MLA), GLM-5 (MLA + DSA) and
+#      4b. on sy-mkmodel's GLM-4.5, DeepSeek-V3 (MLA), GLM-5 (MLA + DSA),
+#      DeepSeek-V3.2 (MLA + DSA, half-split indexer RoPE; with an MTP layer),
+#      Qwen2, Qwen3, sliding windows (Mistral; per layer: Qwen2, Qwen3, and
+#      gpt-oss with its attention sinks, fused and MXFP4 experts) and
 #      FP8 presets they must equal the CPU plugins' ids
 #      4c. quantised MoE presets (FP8 / NVFP4 experts) on moe cuda, with
 #      routing = device and = host: the CPU plugins' ids
@@ -219,7 +223,8 @@ step "4b. synthetic checkpoints (MLA, DSA, GLM MoE, FP8, NVFP4): $config ids = t
 cpu_cfg=$logs/cpu.ini
 printf '[device]\nplugin = cpu\n[attention]\nplugin = auto\n[moe]\nplugin = auto\n[comm]\nplugin = local\n' >"$cpu_cfg"
 nq=0
-for p in test-glm4-moe test-deepseek-v3 test-glm5 test-llama-fp8 test-llama-fp8-tensor test-llama:nvfp4; do
+for p in test-glm4-moe test-deepseek-v3 test-glm5 test-deepseek-v32 test-llama-fp8 test-llama-fp8-tensor \
+         test-llama:nvfp4 test-qwen2 test-qwen3; do
     d=$build/gpu-presets/$p
     set -- --preset "${p%:*}"
     [ "${p#*:}" = "$p" ] || set -- "$@" --quant "${p#*:}"
@@ -234,6 +239,35 @@ for p in test-glm4-moe test-deepseek-v3 test-glm5 test-llama-fp8 test-llama-fp8-
         --prompt-ids 1,2,3,4,5 -n 24 --ignore-eos --print-ids -q >/dev/null 2>"$logs/$p.gpu"
     want=$(ids_of "$logs/$p.cpu")
     got=$(ids_of "$logs/$p.gpu")
+    if [ -n "$got" ] && [ "$got" = "$want" ]; then
+        echo "ok   $p"
+    else
+        nq=$((nq + 1))
+        echo "FAIL $p"
+        echo "     cpu: $want"
+        echo "     gpu: $got $(grep -v '_ids:' "$logs/$p.gpu" | tail -1)"
+    fi
+done
+# Sliding windows on the GPU attention plugin: one window for every layer (Mistral), and per layer
+# (sy_attn_problem.layer_window: Qwen2 and Qwen3 with max_window_layers 1, layer 0 full; gpt-oss's even layers,
+# with its attention sinks, biased experts, and MXFP4 experts on the moe plugin auto picks); 29 positions pass them.
+for w in "mistral-window8|--arch mistral --sliding-window 8" \
+         "qwen2-window8-from-layer1|--preset test-qwen2 --sliding-window 8 --max-window-layers 1" \
+         "qwen3-window6-from-layer1|--preset test-qwen3 --sliding-window 6 --max-window-layers 1 --attention-bias" \
+         "gpt-oss-window8-sinks|--preset test-gpt-oss" "gpt-oss-mxfp4|--preset test-gpt-oss --experts-layout mxfp4"; do
+    p=${w%%|*}
+    d=$build/gpu-presets/$p
+    # shellcheck disable=SC2086
+    if ! "$build/sy-mkmodel" ${w#*|} --out "$d" --quiet >"$logs/mk-$p.log" 2>&1; then
+        bad "sy-mkmodel ${w#*|}: $(tail -1 "$logs/mk-$p.log")"
+        continue
+    fi
+    "$sy" generate -c "$cpu_cfg" --plugin-dir "$plugins" --model "$d" --set scheduler.kv_cache_size=64M \
+        --prompt-ids 1,2,3,4,5 -n 24 --ignore-eos --print-ids -q >/dev/null 2>"$logs/$p.cpu"
+    "$sy" generate -c "$config" --plugin-dir "$plugins" --model "$d" --set scheduler.kv_cache_size=256M \
+        --prompt-ids 1,2,3,4,5 -n 24 --ignore-eos --print-ids -q >/dev/null 2>"$logs/$p.gpu"
+    want=$(sed -n 's/^generated_ids: //p' "$logs/$p.cpu")
+    got=$(sed -n 's/^generated_ids: //p' "$logs/$p.gpu")
     if [ -n "$got" ] && [ "$got" = "$want" ]; then
         echo "ok   $p"
     else

@@ -21,7 +21,8 @@
  * must pass their self-check at prepare and stay within 1e-4 of the
  * default and of moe cpu on BF16, FP8 and NVFP4 layers; its expert ranges (set_expert_range) must add up to the
  * whole layer (1e-5: the ranges' sum is a different order). MoE on FP8 /
- * NVFP4 experts: 1e-5 against moe cpu, tiles bit for bit; moe cuda's
+ * NVFP4 experts: 1e-5 against moe cpu, tiles bit for bit; gpt-oss's MXFP4
+ * experts with the clamped SwiGLU and expert biases likewise; moe cuda's
  * routing = device must give routing = host's outputs bit for bit.
  * device sample: ids equal to the CPU device's (the host draw) on grid
  * rows and temperature 0, on >= 99% of random rows (expf and sum order),
@@ -394,18 +395,24 @@ static void test_rope(side *c, side *g)
 /* ---------------------------------------------------------- attention */
 
 typedef struct attn_case {
-    int n_heads, n_kv, D, window;
+    int n_heads, n_kv, D, window; /* window < 0: per layer (layer_window, ABI 1.1): layer 0 full, layer 1 -window */
     sy_dtype kv;
     int long_ctx; /* 1: 600- and 300-token prefills, then decode: the CUDA plugins split such contexts (split-K);
                    * 2: a step of prefills only (64, 17, 33 tokens), then chunks of 16 and 30 beside a decode row */
 } attn_case;
 
-/* The cases' comparisons against attn cpu at bound, labelled op. */
-static void test_attention_op(side *c, side *g, const attn_case *ac, const char *op, double bound)
+/* The cases' comparisons against attn cpu at bound, labelled op; sinks [2 * n_heads] or NULL (ABI 1.1, gpt-oss). */
+static void test_attention_op_sinks(side *c, side *g, const attn_case *ac, const char *op, double bound,
+                                    const float *sinks)
 {
     sy_attn_problem p = {.struct_size = sizeof p, .n_layers = 2, .n_heads = ac->n_heads, .n_kv_heads = ac->n_kv,
                          .head_dim = ac->D, .v_head_dim = ac->D, .block_size = 16, .n_blocks = ac->long_ctx == 1 ? 160 : 64,
-                         .kv_dtype = ac->kv, .scale = 1.0f / sqrtf((float)ac->D), .sliding_window = ac->window};
+                         .kv_dtype = ac->kv, .scale = 1.0f / sqrtf((float)ac->D),
+                         .sliding_window = ac->window > 0 ? ac->window : 0};
+    const int32_t layer_window[2] = {0, ac->window < 0 ? -ac->window : 0};
+    if (ac->window < 0)
+        p.layer_window = layer_window;
+    p.sinks = sinks;
     side *sd[2] = {c, g};
     for (int s = 0; s < 2; s++) {
         sy_err err = {{0}};
@@ -475,6 +482,39 @@ static void test_attention_op(side *c, side *g, const attn_case *ac, const char 
             ctx[s] += lens[step][s];
         free(q), free(k), free(v);
     }
+}
+
+static void test_attention_op(side *c, side *g, const attn_case *ac, const char *op, double bound)
+{
+    test_attention_op_sinks(c, g, ac, op, bound, NULL);
+}
+
+/*
+ * gpt-oss's attention sinks on k_attend and through split-K's k_combine,
+ * with GQA and per-layer windows, against attn cpu; layer 0's first sink
+ * far above every score (its rows' weights nearly vanish, nothing
+ * overflows). The tensor-core prefill kernel has none: prefill_kernel =
+ * tensor-cores refuses such a problem, naming the sinks.
+ */
+static void test_attention_sinks(side *c, side *g, side *gt)
+{
+    static const attn_case cases[] = {
+        {8, 2, 64, 0, SY_DTYPE_F32, 0}, {8, 2, 64, -7, SY_DTYPE_BF16, 0}, {8, 2, 64, 0, SY_DTYPE_F32, 1},
+        {8, 2, 64, -200, SY_DTYPE_F32, 1}, {8, 2, 64, 0, SY_DTYPE_F32, 2},
+    };
+    float *sinks = rand_f32(2 * 8, 2.0f);
+    sinks[0] = 30.0f;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        test_attention_op_sinks(c, g, &cases[i], "attention sinks", 1e-5, sinks);
+    const sy_attn_problem p = {.struct_size = sizeof p, .n_layers = 2, .n_heads = 8, .n_kv_heads = 2, .head_dim = 64,
+                               .v_head_dim = 64, .block_size = 16, .n_blocks = 8, .kv_dtype = SY_DTYPE_F32,
+                               .scale = 0.125f, .sinks = sinks};
+    sy_err err = {{0}};
+    const int ok = !gt->a->supports(gt->attn->inst, &p, &err) && strstr(err.msg, "sinks") != NULL;
+    checks++;
+    failures += !ok;
+    printf("%-4s attention tc  sinks refused with prefill_kernel = tensor-cores: %s\n", ok ? "ok" : "FAIL", err.msg);
+    free(sinks);
 }
 
 /* k_attend (prefill_kernel = cuda-cores): F32 sums in another order than the CPU's. */
@@ -1197,6 +1237,117 @@ static void test_moe_fp4act(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
         free(qw[i].codes), free(qw[i].scales);
 }
 
+/* One forward of n tokens by mi with gpt-oss's expert biases (down_bias may be NULL); the output on the host. */
+static float *moe_fwd_bias(side *s, sy_plugin_inst *mi, const sy_moe_problem *p, const sy_tensor *gate,
+                           const sy_tensor *up, const sy_tensor *down, const sy_tensor *gb, const sy_tensor *ub,
+                           const sy_tensor *db, const float *x, const float *logits, int n)
+{
+    const sy_moe_ops *m = mi->ops;
+    sy_err err = {{0}};
+    if (!m->supports(mi->inst, p, &err) || m->prepare(mi->inst, p, &err) ||
+        m->prepare_layer(mi->inst, 0, gate, up, down, NULL, &err) ||
+        (p->has_bias && m->prepare_layer_bias(mi->inst, 0, gb, ub, db, &err))) {
+        fprintf(stderr, "test_cuda_ops: %s moe %s (gpt-oss): %s\n", s->name, mi->plugin->desc->name, err.msg);
+        failures++;
+        return NULL;
+    }
+    sy_tensor X = dev_f32(s, x, n, p->hidden), L = dev_f32(s, logits, n, p->n_experts);
+    sy_tensor O = dev_tensor(s, SY_DTYPE_F32, n, p->hidden);
+    op_ok(s, m->forward(mi->inst, 0, &X, &L, &O, &err), "moe", &err);
+    float *out = fetch(s, &O);
+    sy_tensor *ts[] = {&X, &L, &O};
+    for (int i = 0; i < 3; i++)
+        s->d->free(s->dev->inst, ts[i]);
+    return out;
+}
+
+/*
+ * gpt-oss's experts: MXFP4 (E2M1 codes, E8M0 scales per 32, decoded in the
+ * tile load), the clamped SwiGLU (limit 1.5 against products of a few
+ * units: both clamps bite) and the gate/up/down biases of
+ * prepare_layer_bias (and down_bias NULL). moe cuda against moe cpu (1e-5:
+ * the same element values, F32 sums in another order, expf against the
+ * CPU's vector exp), with routing = host and device; every CUDA-core tile
+ * gives the default's bits.
+ */
+static void test_moe_gptoss(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
+{
+    const int32_t E = 8, K = 2, H = 256, F = 192;
+    qweight qw[24];
+    sy_tensor gate[8], up[8], down[8], gbt[8], ubt[8], dbt[8];
+    float *gb = rand_f32((size_t)(E * F), 1.0f), *ub = rand_f32((size_t)(E * F), 1.0f);
+    float *db = rand_f32((size_t)(E * H), 1.0f);
+    for (int e = 0; e < E; e++) {
+        for (int i = 0; i < 3; i++) {
+            const int64_t rows = i < 2 ? F : H, cols = i < 2 ? H : F;
+            qw[3 * e + i] = make_qweight(SY_DTYPE_FP4_E2M1, rows, cols, 1, 32, 1.0f);
+            for (int64_t j = 0; j < rows * cols / 32; j++) /* E8M0 2^-6 .. 2^-3 */
+                qw[3 * e + i].scales[j] = (uint8_t)(121 + rand_byte() % 4);
+            qw[3 * e + i].t.scale_dtype = SY_DTYPE_E8M0;
+        }
+        gate[e] = qw[3 * e].t, up[e] = qw[3 * e + 1].t, down[e] = qw[3 * e + 2].t;
+        gbt[e] = sy_tensor_2d(gb + e * F, SY_DTYPE_F32, 1, F);
+        ubt[e] = sy_tensor_2d(ub + e * F, SY_DTYPE_F32, 1, F);
+        dbt[e] = sy_tensor_2d(db + e * H, SY_DTYPE_F32, 1, H);
+    }
+    const int n_max = 37;
+    float *x = rand_f32((size_t)(n_max * H), 1.0f), *logits = rand_f32((size_t)(n_max * E), 3.0f);
+    static const struct {
+        const char *what;
+        int act, bias; /* bias 2: down_bias NULL */
+    } cases[] = {
+        {"MXFP4 swiglu-clamp, biases", SY_MOE_ACT_SWIGLU_CLAMP, 1},
+        {"MXFP4 swiglu-clamp, no down bias", SY_MOE_ACT_SWIGLU_CLAMP, 2},
+        {"MXFP4 silu, no biases", SY_MOE_ACT_SILU, 0},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const sy_moe_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_experts = E, .top_k = K, .hidden = H,
+                                  .inter = F, .scoring = SY_MOE_SOFTMAX, .norm_topk_prob = 1,
+                                  .routed_scaling_factor = 1.0f, .weight_dtype = SY_DTYPE_FP4_E2M1,
+                                  .activation = cases[ci].act, .swiglu_alpha = 1.702f, .swiglu_limit = 1.5f,
+                                  .has_bias = cases[ci].bias != 0};
+        const sy_tensor *dbp = cases[ci].bias == 1 ? dbt : NULL;
+        static const int ns[] = {1, 37};
+        for (int k = 0; k < 2; k++) {
+            const int n = ns[k];
+            float *cpu = moe_fwd_bias(c, c->moe, &p, gate, up, down, gbt, ubt, dbp, x, logits, n);
+            float *gpu = moe_fwd_bias(g, g->moe, &p, gate, up, down, gbt, ubt, dbp, x, logits, n);
+            char cas[112];
+            snprintf(cas, sizeof cas, "%s, %d tok", cases[ci].what, n);
+            if (cpu && gpu)
+                compare("moe gpt-oss", cas, gpu, cpu, (size_t)(n * H), 1e-5);
+            tile_candidates_fn cands = NULL;
+            *(void **)&cands = g->moe->plugin->desc->get_proc ? g->moe->plugin->desc->get_proc("tile_candidates") : NULL;
+            const char *names[32];
+            const int nv = cands ? cands(g->moe->inst, names, 32) : 0;
+            for (int v = 0; v < nv; v++) { /* v = 0 with routing = device; the other CUDA-core tiles as they are */
+                if (is_tc_tile(names[v]) || is_fp4_tile(names[v]))
+                    continue;
+                sy_config *cfg = sy_config_new();
+                char set[96];
+                if (v)
+                    snprintf(set, sizeof set, "moe.tile=%s", names[v]);
+                else
+                    snprintf(set, sizeof set, "moe.routing=device");
+                sy_err err = {{0}};
+                if (!cfg || sy_config_set(cfg, set, &err))
+                    die("set-up", &err);
+                sy_plugin_inst *mi = open_inst(ld, host, cfg, SY_KIND_MOE, "cuda", "cuda", "moe");
+                float *o = moe_fwd_bias(g, mi, &p, gate, up, down, gbt, ubt, dbp, x, logits, n);
+                snprintf(cas, sizeof cas, "%s, %d tok, %s", cases[ci].what, n, v ? names[v] : "routing=device");
+                same_bits("moe gpt-oss", cas, o, gpu, (size_t)(n * H));
+                free(o);
+                sy_plugin_inst_destroy(mi);
+                sy_config_free(cfg);
+            }
+            free(cpu), free(gpu);
+        }
+    }
+    free(x), free(logits), free(gb), free(ub), free(db);
+    for (int i = 0; i < 24; i++)
+        free(qw[i].codes), free(qw[i].scales);
+}
+
 static void test_moe_quant_routing(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
 {
     test_moe_quant_refused(g);
@@ -1207,6 +1358,7 @@ static void test_moe_quant_routing(sy_loader *ld, sy_host_ctx *host, side *c, si
     };
     for (size_t i = 0; i < sizeof qcases / sizeof qcases[0]; i++)
         test_moe_quant(ld, host, c, g, &qcases[i]);
+    test_moe_gptoss(ld, host, c, g);
     static const route_case rcases[] = {
         {"Mixtral 8 top-2 softmax", 8, 2, SY_MOE_SOFTMAX, 0, 0, 1, 0, 1.0f},
         {"Qwen2 60 top-4 softmax, no norm", 60, 4, SY_MOE_SOFTMAX, 0, 0, 0, 0, 1.0f},
@@ -1689,11 +1841,14 @@ int main(int argc, char **argv)
         {16, 1, 128, 0, SY_DTYPE_F16, 0}, {4, 4, 256, 0, SY_DTYPE_F32, 0},
         /* split-K: decode over 600 positions, with a window that empties the first splits, and GQA 8 */
         {8, 2, 64, 0, SY_DTYPE_F32, 1}, {8, 2, 64, 200, SY_DTYPE_BF16, 1}, {32, 4, 128, 0, SY_DTYPE_BF16, 1},
+        /* per-layer windows (Qwen2 max_window_layers, gpt-oss): layer 1 slides, layer 0 does not; split-K too */
+        {8, 2, 64, -7, SY_DTYPE_F32, 0}, {8, 2, 64, -200, SY_DTYPE_BF16, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         test_attention(&c, &g, &cases[i]);
     test_other_thread(&c, &g, &cases[1]);
     test_attention_tc(&c, &gt);
+    test_attention_sinks(&c, &g, &gt);
     test_moe(&c, &g, 0);
     test_moe(&c, &g, 1);
     test_moe_tiles(ld, &host, &g);

@@ -1,14 +1,16 @@
 /*
  * test_cuda_quant_decode: the CUDA device plugin's FP8 / NVFP4 decoding
- * (plugins/device/cuda/device_quant.h: the code the kernels run, compiled
- * here as host C) against the CPU plugin's definition of the formats
- * (syk_fp8_e4m3_to_f32, syk_e2m1_to_f32, syk_qweight_row). Runs without a
+ * and moe cuda's MXFP4 element load (plugins/device/cuda/device_quant.h:
+ * the code the kernels run, compiled here as host C) against the CPU
+ * plugin's definition of the formats (syk_fp8_e4m3_to_f32,
+ * syk_e8m0_to_f32, syk_e2m1_to_f32, syk_qweight_row). Runs without a
  * GPU, in every `make check`: the element values, the nibble order, the
  * scale indexing of partial blocks and the folding of the F16 decode's
  * power of two into the scale must all give the CPU's bits exactly.
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +47,17 @@ static void test_codes(void)
         expect_same(lo * SYQ_FP8_F16_UNSCALE, syk_fp8_e4m3_to_f32((uint8_t)b), "fp8 code via f16, low half", b, 0);
         expect_same(hi * SYQ_FP8_F16_UNSCALE, syk_fp8_e4m3_to_f32((uint8_t)(b ^ 0x80u)), "fp8 code via f16, high half",
                     b, 1);
+    }
+    for (unsigned b = 0; b < 256; b++) { /* 0xFF: both NaN */
+        const float got = syq_e8m0_to_f32((uint8_t)b), want = syk_e8m0_to_f32((uint8_t)b);
+        if (b == 0xffu) {
+            checks++;
+            if (!isnan(got) || !isnan(want)) {
+                fprintf(stderr, "FAIL e8m0 0xff: %g and %g, expected NaN twice\n", (double)got, (double)want);
+                failures++;
+            }
+        } else
+            expect_same(got, want, "e8m0 code", b, 0);
     }
     for (unsigned n = 0; n < 16; n++) {
         expect_same(syq_e2m1_to_f32(n), syk_e2m1_to_f32(n), "e2m1 code", n, 0);
@@ -104,16 +117,51 @@ static void test_weight(const char *what, sy_dtype dt, int64_t N, int64_t K, int
     free(codes), free(sc8), free(sc32), free(want);
 }
 
+/* MXFP4 (E8M0 per 32): moe cuda's element load (moe_tc.cuh: syq_code times syq_e8m0_scale) against syk_qweight_row. */
+static void test_mxfp4(const char *what, int64_t N, int64_t K, float global)
+{
+    const size_t nc = (size_t)(N * K / 2), ns = (size_t)(N * K / 32);
+    uint8_t *codes = malloc(nc), *sc = malloc(ns);
+    float *want = malloc(sizeof(float) * (size_t)K);
+    for (size_t i = 0; i < nc; i++)
+        codes[i] = (uint8_t)next_u32();
+    for (size_t i = 0; i < ns; i++) /* 2^-20 .. 2^11, with the subnormal 2^-127 now and then */
+        sc[i] = next_u32() % 50 == 0 ? 0 : (uint8_t)(107 + next_u32() % 32);
+    sy_tensor w = sy_tensor_2d(codes, SY_DTYPE_FP4_E2M1, N, K);
+    w.scale = sc;
+    w.scale_dtype = SY_DTYPE_E8M0;
+    w.scale_block[0] = 1;
+    w.scale_block[1] = 32;
+    w.global_scale = global;
+    char why[200];
+    if (syk_qweight_check(&w, why, sizeof why)) {
+        fprintf(stderr, "FAIL %s: the CPU refuses the test weight: %s\n", what, why);
+        failures++;
+        return;
+    }
+    const int f0 = failures;
+    for (int64_t row = 0; row < N; row++) {
+        syk_qweight_row(&w, row, 0, K, want);
+        for (int64_t k = 0; k < K; k++)
+            expect_same(syq_mul(syq_code(codes + row * (K / 2), 1, k), syq_e8m0_scale(sc, row, k, K, 1, 32, global)),
+                        want[k], what, (long long)row, (long long)k);
+    }
+    printf("%-4s %s\n", failures == f0 ? "ok" : "FAIL", what);
+    free(codes), free(sc), free(want);
+}
+
 int main(void)
 {
     test_codes();
-    printf("%-4s every FP8 and E2M1 code, direct and via F16\n", failures ? "FAIL" : "ok");
+    printf("%-4s every FP8, E8M0 and E2M1 code, direct and via F16\n", failures ? "FAIL" : "ok");
     test_weight("F8_E4M3 per-tensor scale, 300 x 400", SY_DTYPE_FP8_E4M3, 300, 400, 300, 400, 1.0f);
     test_weight("F8_E4M3 128x128 scales, 300 x 400 (partial last blocks)", SY_DTYPE_FP8_E4M3, 300, 400, 128, 128, 1.0f);
     test_weight("F8_E4M3 128x128 scales, 300 x 392 (K % 16 != 0)", SY_DTYPE_FP8_E4M3, 300, 392, 128, 128, 1.0f);
     test_weight("F8_E4M3 per-tensor scale, 7 x 40 (K % 16 != 0), global 0.5", SY_DTYPE_FP8_E4M3, 7, 40, 7, 40, 0.5f);
     test_weight("NVFP4, 300 x 400, global 0.01", SY_DTYPE_FP4_E2M1, 300, 400, 1, 16, 0.01f);
     test_weight("NVFP4, 3 x 16, global 3", SY_DTYPE_FP4_E2M1, 3, 16, 1, 16, 3.0f);
+    test_mxfp4("MXFP4, 300 x 416", 300, 416, 1.0f);
+    test_mxfp4("MXFP4, 5 x 32, global 0.25", 5, 32, 0.25f);
     printf("test_cuda_quant_decode: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -20,9 +20,9 @@ check() { # name condition-result message
 }
 "$SY" plugin-check --device "$SY_PLUGIN_DIR/sy-device-cpu.so" "$SY_PLUGIN_DIR/sy-moe-cpu.so" >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[ $rc -eq 0 ] && [ "$(grep -Ec '^moe +forward .* OK ' "$tmp/out")" -eq 12 ] &&
-    [ "$(grep -Ec '^moe +forward .*expert ranges +OK ' "$tmp/out")" -eq 2 ]
-check "moe cpu through the cpu device's memory: 12 forward rows OK, 2 of them expert ranges" $? \
+[ $rc -eq 0 ] && [ "$(grep -Ec '^moe +forward .* OK ' "$tmp/out")" -eq 21 ] &&
+    [ "$(grep -Ec '^moe +forward .*expert ranges +OK ' "$tmp/out")" -eq 3 ]
+check "moe cpu through the cpu device's memory: 21 forward rows OK, 3 of them expert ranges" $? \
     "exit $rc: $(cat "$tmp/out")"
 "$SY" plugin-check --device "$SY_PLUGIN_DIR/sy-attn-cpu.so" "$SY_PLUGIN_DIR/sy-moe-cpu.so" >"$tmp/out" 2>"$tmp/err"
 rc=$?

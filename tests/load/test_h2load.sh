@@ -22,8 +22,8 @@ try=0
 while [ $try -lt 8 ] && [ -z "$port" ]; do
     p=$((20000 + ($$ * 13 + try * 7919) % 40000))
     try=$((try + 1))
-    "$sy" serve -q -c "$SY_BUILDDIR/etc/switchyard-build.ini" --set "frontend:api.listen=127.0.0.1:$p" \
-        >"$tmp/serve.out" 2>"$tmp/serve.err" &
+    "$sy" serve -q -c "$SY_BUILDDIR/etc/switchyard-build.ini" --model "$SY_BUILDDIR/models/small" \
+        --set "frontend:api.listen=127.0.0.1:$p" >"$tmp/serve.out" 2>"$tmp/serve.err" &
     pid=$!
     i=0
     while [ $i -lt 300 ] && kill -0 "$pid" 2>/dev/null; do

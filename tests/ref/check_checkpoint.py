@@ -40,7 +40,14 @@ def expected_tensors(c):
         t[p + "self_attn.k_proj.weight"] = (nkv * hd, H)
         t[p + "self_attn.v_proj.weight"] = (nkv * hd, H)
         t[p + "self_attn.o_proj.weight"] = (H, nh * hd)
-        if arch == "llama":
+        if arch == "qwen2" or (arch == "qwen3" and c.get("attention_bias", False)):
+            t.update({p + "self_attn.q_proj.bias": (nh * hd,), p + "self_attn.k_proj.bias": (nkv * hd,),
+                      p + "self_attn.v_proj.bias": (nkv * hd,)})
+        if arch == "qwen3":
+            t.update({p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,)})
+            if c.get("attention_bias", False):
+                t[p + "self_attn.o_proj.bias"] = (H,)
+        if arch in ("llama", "mistral", "qwen2", "qwen3"):
             F = c["intermediate_size"]
             t.update({p + "mlp.gate_proj.weight": (F, H), p + "mlp.up_proj.weight": (F, H),
                       p + "mlp.down_proj.weight": (H, F)})
@@ -66,6 +73,13 @@ def expected_tensors(c):
                 F = c["intermediate_size"]
                 t.update({p + "mlp.gate_proj.weight": (F, H), p + "mlp.up_proj.weight": (F, H),
                           p + "mlp.down_proj.weight": (H, F)})
+        elif arch == "gpt_oss":  # the unquantised layout save_pretrained writes (fused experts, x @ W)
+            E, F = c["num_local_experts"], c["intermediate_size"]
+            t.update({p + "self_attn.q_proj.bias": (nh * hd,), p + "self_attn.k_proj.bias": (nkv * hd,),
+                      p + "self_attn.v_proj.bias": (nkv * hd,), p + "self_attn.o_proj.bias": (H,),
+                      p + "self_attn.sinks": (nh,), p + "mlp.router.weight": (E, H), p + "mlp.router.bias": (E,),
+                      p + "mlp.experts.gate_up_proj": (E, H, 2 * F), p + "mlp.experts.gate_up_proj_bias": (E, 2 * F),
+                      p + "mlp.experts.down_proj": (E, F, H), p + "mlp.experts.down_proj_bias": (E, H)})
         else:
             raise ValueError(f"unknown model_type {arch!r}")
     return t
@@ -92,7 +106,9 @@ def check(d, want_params, errors):
     g = load("generation_config.json")
     tc = load("tokenizer_config.json")
     tok = load("tokenizer.json")
-    arch_class = {"llama": "LlamaForCausalLM", "mixtral": "MixtralForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM"}
+    arch_class = {"llama": "LlamaForCausalLM", "mixtral": "MixtralForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
+                  "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                  "gpt_oss": "GptOssForCausalLM"}
     if c.get("architectures") != [arch_class.get(c.get("model_type"))]:
         errors.append(f"architectures {c.get('architectures')} does not match model_type {c.get('model_type')}")
     V = c["vocab_size"]

@@ -4,12 +4,16 @@
 Reads a Hugging Face model directory by itself (config.json, model.safetensors
 or model.safetensors.index.json + shards; F32, F16, BF16, F64) and runs
 LlamaForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM,
-Glm4MoeForCausalLM or GlmMoeDsaForCausalLM (GLM-5) in float64 with Hugging
+Glm4MoeForCausalLM, GlmMoeDsaForCausalLM (GLM-5) or DeepseekV32ForCausalLM
+(DeepSeek-V3.2) in float64 with Hugging
 Face's semantics: RMSNorm x * rsqrt(mean(x^2) + eps) * w, rotate-half
 RoPE over the whole head_dim (rope_theta; rope_scaling llama3 or linear),
 GQA, SiLU-gated MLPs, softmax routers with top-k (lowest expert id wins a
 tie), Mixtral's renormalised top-k, Qwen3-MoE's per-head q/k RMSNorm before
-RoPE, norm_topk_prob, decoder_sparse_step and mlp_only_layers. The DeepSeek
+RoPE, norm_topk_prob, decoder_sparse_step and mlp_only_layers. Mistral, Qwen2
+(q/k/v biases) and dense Qwen3 (q/k norm, attention_bias on q/k/v/o) with
+their sliding windows per layer (use_sliding_window, max_window_layers,
+layer_types). The DeepSeek
 family: sigmoid routing with e_score_correction_bias, grouped top-k,
 routed_scaling_factor, shared experts, first_k_dense_replace; GLM-4-MoE's
 partial RoPE, q/k/v biases and use_qk_norm; multi-head latent attention
@@ -17,7 +21,9 @@ computed the plain way (K and V expanded per head through kv_b_proj, not
 absorbed as the engine does), interleaved RoPE as transformers writes it
 (de-interleaved output), yarn; GLM-5's DSA indexer (LayerNorm keys, relu
 scores weighted per head, the index_topk best past positions, "shared"
-layers reusing the previous choice; the lowest position wins a tie). No tokenizer:
+layers reusing the previous choice; the lowest position wins a tie), and
+DeepSeek-V3.2's (one in every layer, RoPE over halves). MTP layers
+(num_nextn_predict_layers, stored after the decoder layers) are not run. No tokenizer:
 it works on token ids. Needs only numpy (Debian's python3-numpy); run it with
 $PYTHON_NUMPY (default /usr/bin/python3).
 
@@ -61,9 +67,11 @@ import sys
 
 import numpy as np
 
-SUPPORTED = ("llama", "mixtral", "qwen3_moe", "deepseek_v3", "glm4_moe", "glm_moe_dsa")
-DEEPSEEK_FAMILY = ("deepseek_v3", "glm4_moe", "glm_moe_dsa")
-MLA = ("deepseek_v3", "glm_moe_dsa")
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "glm4_moe", "glm_moe_dsa", "deepseek_v32",
+             "gpt_oss")
+DEEPSEEK_FAMILY = ("deepseek_v3", "glm4_moe", "glm_moe_dsa", "deepseek_v32")
+MLA = ("deepseek_v3", "glm_moe_dsa", "deepseek_v32")
+DSA = ("glm_moe_dsa", "deepseek_v32")
 
 
 class RefError(Exception):
@@ -123,6 +131,8 @@ def quant_scheme(model_dir):
             return "fp8", qc.get("weight_block_size")
         if qc.get("quant_method") == "modelopt":
             return "nvfp4", None
+        if qc.get("quant_method") == "mxfp4":  # gpt-oss experts: X_blocks / X_scales
+            return "mxfp4", None
         raise RefError(f"{model_dir}: quant_method {qc.get('quant_method')} not supported")
     hq = os.path.join(model_dir, "hf_quant_config.json")
     if os.path.exists(hq):
@@ -155,6 +165,16 @@ def dequantize(model_dir, tensors):
             nib = np.stack([codes & 15, codes >> 4], axis=-1).reshape(t.shape[0], t.shape[1] * 2)  # low nibble first
             scale = np.repeat(tensors[base + ".weight_scale"], 16, axis=1)
             out[name] = E2M1[nib] * scale * tensors[base + ".weight_scale_2"].reshape(())
+        elif scheme == "mxfp4" and name.endswith("_blocks") and name[:-len("_blocks")] + "_scales" in tensors:
+            # [E, out, in/32, 16] bytes, element 2i in the low nibble, times 2^(scale - 127) per 32; back to the
+            # unquantised layout's [E, in, out] (x @ W), as transformers' convert_moe_packed_tensors does
+            codes = t.astype(np.uint8)
+            E_, N_, G_ = codes.shape[:3]
+            nib = np.stack([codes & 15, codes >> 4], axis=-1).reshape(E_, N_, G_ * 32)
+            scale = np.repeat(np.exp2(tensors[name[:-len("_blocks")] + "_scales"] - 127.0), 32, axis=-1)
+            out[name[:-len("_blocks")]] = (E2M1[nib] * scale).transpose(0, 2, 1)
+        elif scheme == "mxfp4" and name.endswith("_proj_scales"):
+            continue
         elif any(name.endswith(sfx) for sfx in (".weight_scale_inv", ".weight_scale", ".weight_scale_2",
                                                 ".input_scale")):
             continue
@@ -251,7 +271,10 @@ def yarn_inv_freq(cfg, rs, dim):
     def corr(rot):
         return (dim * math.log(orig / (rot * 2 * math.pi))) / (2 * math.log(base))
 
-    low, high = max(math.floor(corr(beta_fast)), 0), min(math.ceil(corr(beta_slow)), dim - 1)
+    low, high = corr(beta_fast), corr(beta_slow)
+    if rs.get("truncate", True):  # gpt-oss: false, the fractional correction range
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001
     pos_freqs = base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
@@ -285,6 +308,29 @@ def rotate_half(x):
     return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
 
 
+def layer_windows(cfg, arch, n_layers):
+    """Each layer's sliding window (None: full attention), as the config classes decide: Mistral's
+    sliding_window (default 4096) and Mixtral's (default None) for every layer; Qwen2 / Qwen3's only with
+    use_sliding_window, on the layers layer_types names sliding_attention, which __post_init__ derives as
+    i >= max_window_layers (default 28) when config.json has no layer_types."""
+    if arch in ("mistral", "mixtral"):
+        w = cfg.get("sliding_window", 4096 if arch == "mistral" else None)
+        return [w or None] * n_layers
+    if arch == "gpt_oss":  # GptOssConfig: sliding_window 128, even layers slide by default
+        w = cfg.get("sliding_window", 128)
+        types = cfg.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention"
+                                           for i in range(n_layers)]
+        return [w if t == "sliding_attention" and w else None for t in types]
+    if arch not in ("qwen2", "qwen3"):
+        return [None] * n_layers
+    w = cfg.get("sliding_window", 4096) if cfg.get("use_sliding_window", False) else None
+    types = cfg.get("layer_types") or ["sliding_attention" if w is not None and i >= cfg.get("max_window_layers", 28)
+                                       else "full_attention" for i in range(n_layers)]
+    if "sliding_attention" in types and w is None:
+        raise RefError("layer_types has sliding_attention layers but there is no sliding_window")
+    return [w if t == "sliding_attention" else None for t in types]
+
+
 class Model:
     def __init__(self, model_dir):
         with open(os.path.join(model_dir, "config.json")) as f:
@@ -299,10 +345,10 @@ class Model:
         self.L = cfg["num_hidden_layers"]
         self.nh = cfg["num_attention_heads"]
         self.nkv = cfg.get("num_key_value_heads") or self.nh
-        self.hd = cfg.get("head_dim") or self.H // self.nh
+        self.hd = cfg.get("head_dim") or (128 if self.arch == "qwen3" else self.H // self.nh)  # Qwen3Config: 128
         self.V = cfg["vocab_size"]
         self.eps = float(cfg.get("rms_norm_eps", 1e-6))
-        self.window = cfg.get("sliding_window") if self.arch == "mixtral" else None
+        self.windows = layer_windows(cfg, self.arch, self.L)
         self.max_pos = cfg.get("max_position_embeddings")
         self.rope_factor, self.interleave = 1.0, False
         if self.arch in MLA:
@@ -311,7 +357,10 @@ class Model:
             # Glm4MoeConfig defaults partial_rotary_factor to 0.5
             prf = cfg.get("partial_rotary_factor", 0.5 if self.arch == "glm4_moe" else 1.0)
             self.rot = int(self.hd * float(prf))
-            self.inv_freq = rope_inv_freq(cfg, self.rot)
+            if self.arch == "gpt_oss":
+                self._oss_rope(cfg)
+            else:
+                self.inv_freq = rope_inv_freq(cfg, self.rot)
         if self.nh % self.nkv:
             raise RefError(f"{model_dir}: num_key_value_heads {self.nkv} does not divide num_attention_heads {self.nh}")
         t = load_tensors(model_dir)
@@ -350,18 +399,41 @@ class Model:
                     "v": need(p + "self_attn.v_proj.weight", (nkv * hd, H)),
                     "o": need(p + "self_attn.o_proj.weight", (H, nh * hd)),
                 })
-            if self.arch == "glm4_moe" and cfg.get("attention_bias", False):
+            if (self.arch == "glm4_moe" and cfg.get("attention_bias", False)) or self.arch == "qwen2" or \
+                    (self.arch == "qwen3" and cfg.get("attention_bias", False)):
                 ly["bq"] = need(p + "self_attn.q_proj.bias", (nh * hd,))
                 ly["bk"] = need(p + "self_attn.k_proj.bias", (nkv * hd,))
                 ly["bv"] = need(p + "self_attn.v_proj.bias", (nkv * hd,))
-            if self.arch == "qwen3_moe" or (self.arch == "glm4_moe" and cfg.get("use_qk_norm", False)):
+            if self.arch == "qwen3" and cfg.get("attention_bias", False):  # Qwen3Attention biases o_proj too
+                ly["bo"] = need(p + "self_attn.o_proj.bias", (H,))
+            if self.arch == "gpt_oss":
+                if cfg.get("attention_bias", True):  # GptOssConfig's default: q/k/v/o biases
+                    for n, rows in (("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd), ("o", H)):
+                        ly["b" + n] = need(p + f"self_attn.{n}_proj.bias", (rows,))
+                ly["sinks"] = need(p + "self_attn.sinks", (nh,))
+            if self.arch in ("qwen3_moe", "qwen3") or (self.arch == "glm4_moe" and cfg.get("use_qk_norm", False)):
                 ly["q_norm"] = need(p + "self_attn.q_norm.weight", (hd,))
                 ly["k_norm"] = need(p + "self_attn.k_norm.weight", (hd,))
             ly["mlp"] = self._load_mlp(i, p, need)
             self.layers.append(ly)
 
+    def _oss_rope(self, cfg):
+        """gpt-oss: yarn (GptOssConfig's default without rope_scaling / rope_parameters: factor 32 over 4096
+        positions, beta 32 / 1, truncate false), cos and sin times the attention factor."""
+        rs = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {
+            "rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+            "original_max_position_embeddings": 4096}
+        c = dict(cfg, rope_theta=cfg.get("rope_theta") or rs.get("rope_theta") or 150000.0)
+        if rs.get("rope_type", rs.get("type")) == "yarn":
+            self.inv_freq, self.rope_factor = yarn_inv_freq(c, rs, self.rot)
+            if rs.get("attention_factor"):
+                self.rope_factor = float(rs["attention_factor"])
+        else:
+            self.inv_freq = rope_inv_freq(dict(c, rope_scaling=rs), self.rot)
+
     def _mla_config(self, cfg):
-        self.q_lora = cfg.get("q_lora_rank") or 0
+        # DeepseekV32Config defaults q_lora_rank to 1536 (its indexer reads the query latent)
+        self.q_lora = cfg.get("q_lora_rank", 1536 if self.arch == "deepseek_v32" else None) or 0
         self.kv_lora, self.nope = cfg["kv_lora_rank"], cfg["qk_nope_head_dim"]
         self.rope_d, self.vd = cfg["qk_rope_head_dim"], cfg["v_head_dim"]
         self.interleave = bool(cfg.get("rope_interleave", True)) if self.arch == "deepseek_v3" else True
@@ -377,11 +449,14 @@ class Model:
             self.inv_freq = rope_inv_freq(cfg, self.rope_d)
         else:
             raise RefError(f"rope_scaling type {kind!r} is not supported for MLA (yarn, default)")
-        self.dsa = self.arch == "glm_moe_dsa"
+        self.dsa = self.arch in DSA
         if self.dsa:
-            self.ih, self.idh = cfg.get("index_n_heads", 32), cfg.get("index_head_dim", 128)
+            v32 = self.arch == "deepseek_v32"
+            self.ih, self.idh = cfg.get("index_n_heads", 64 if v32 else 32), cfg.get("index_head_dim", 128)
             self.topk = cfg.get("index_topk", 2048)
-            self.indexer_types = cfg.get("indexer_types") or ["full"] * self.L
+            # DeepSeek-V3.2: an indexer in every layer, its RoPE over halves (GLM-5's interleaves pairs)
+            self.indexer_types = ["full"] * self.L if v32 else cfg.get("indexer_types") or ["full"] * self.L
+            self.idx_interleave = not v32
 
     def _load_mla(self, i, p, need):
         H, nh, qk = self.H, self.nh, self.nope + self.rope_d
@@ -409,6 +484,7 @@ class Model:
         cfg, H = self.cfg, self.H
         if self.arch in DEEPSEEK_FAMILY:
             E = cfg.get("n_routed_experts", 0)
+            ds = self.arch in ("deepseek_v3", "deepseek_v32")  # DeepseekV3Config: 8 groups keeping 4; GLM's 1 and 1
             types = cfg.get("mlp_layer_types")
             sparse = (types[i] == "sparse") if types else i >= cfg.get("first_k_dense_replace", 0)
             if E and sparse:
@@ -421,15 +497,24 @@ class Model:
                            need(q + "shared_experts.up_proj.weight", (SF, H)),
                            need(q + "shared_experts.down_proj.weight", (H, SF))) if SF else None)
                 return ("sigmoid", need(q + "gate.weight", (E, H)), need(q + "gate.e_score_correction_bias", (E,)),
-                        experts, k, bool(cfg.get("norm_topk_prob", True)), cfg.get("n_group") or 1,
-                        cfg.get("topk_group") or 1, float(cfg.get("routed_scaling_factor", 1.0)), shared)
+                        experts, k, bool(cfg.get("norm_topk_prob", True)), cfg.get("n_group") or (8 if ds else 1),
+                        cfg.get("topk_group") or (4 if ds else 1),
+                        float(cfg.get("routed_scaling_factor", 1.0 if self.arch == "glm4_moe" else 2.5)), shared)
             F = cfg["intermediate_size"]
             return ("dense", need(p + "mlp.gate_proj.weight", (F, H)), need(p + "mlp.up_proj.weight", (F, H)),
                     need(p + "mlp.down_proj.weight", (H, F)))
-        if self.arch == "llama":
+        if self.arch in ("llama", "mistral", "qwen2", "qwen3"):
             F = cfg["intermediate_size"]
             return ("dense", need(p + "mlp.gate_proj.weight", (F, H)), need(p + "mlp.up_proj.weight", (F, H)),
                     need(p + "mlp.down_proj.weight", (H, F)))
+        if self.arch == "gpt_oss":
+            E, k, F, q = cfg.get("num_local_experts", 128), cfg.get("num_experts_per_tok", 4), \
+                cfg["intermediate_size"], p + "mlp."
+            gu, gub = need(q + "experts.gate_up_proj", (E, H, 2 * F)), need(q + "experts.gate_up_proj_bias", (E, 2 * F))
+            dn, dnb = need(q + "experts.down_proj", (E, F, H)), need(q + "experts.down_proj_bias", (E, H))
+            return ("oss", need(q + "router.weight", (E, H)), need(q + "router.bias", (E,)),
+                    [(gu[e], gub[e], dn[e], dnb[e]) for e in range(E)], k,
+                    float(cfg.get("swiglu_alpha", 1.702)), float(cfg.get("swiglu_limit", 7.0)))
         if self.arch == "mixtral":
             E, k, F = cfg["num_local_experts"], cfg["num_experts_per_tok"], cfg["intermediate_size"]
             q = p + "block_sparse_moe."
@@ -465,18 +550,20 @@ class Model:
         r = self.rot  # partial rotary (GLM-4-MoE): the first r dims, the rest passes
         ang = pos[:, None] * self.inv_freq[None, :]          # [T, r/2]
         ang = np.concatenate([ang, ang], axis=-1)[:, None, :]  # [T, 1, r]
-        xr = x[..., :r] * np.cos(ang) + rotate_half(x[..., :r]) * np.sin(ang)
+        f = self.rope_factor  # yarn's attention factor (gpt-oss); 1 otherwise
+        xr = x[..., :r] * (np.cos(ang) * f) + rotate_half(x[..., :r]) * (np.sin(ang) * f)
         return np.concatenate([xr, x[..., r:]], axis=-1)
 
     def _indexer(self, ly, l, h, qr, cache, pos0):
-        """GLM-5's DSA indexer: the positions each query of h attends to."""
+        """The DSA indexer (GLM-5, DeepSeek-V3.2): the positions each query of h attends to."""
         ix, T, S = ly["idx"], h.shape[0], pos0 + h.shape[0]
         pos = np.arange(pos0, S, dtype=np.float64)
         r = self.rope_d
         q = (qr @ ix["wq_b"].T).reshape(T, self.ih, self.idh)
-        q = np.concatenate([rope_any(q[..., :r], pos, self.inv_freq, self.rope_factor, True), q[..., r:]], -1)
+        il = self.idx_interleave
+        q = np.concatenate([rope_any(q[..., :r], pos, self.inv_freq, self.rope_factor, il), q[..., r:]], -1)
         k = layer_norm(h @ ix["wk"].T, ix["k_norm"], ix["k_norm_b"], 1e-6)[:, None, :]
-        k = np.concatenate([rope_any(k[..., :r], pos, self.inv_freq, self.rope_factor, True), k[..., r:]], -1)[:, 0]
+        k = np.concatenate([rope_any(k[..., :r], pos, self.inv_freq, self.rope_factor, il), k[..., r:]], -1)[:, 0]
         cache["ik"][l][pos0:S] = k
         K = cache["ik"][l][:S]
         sc = np.maximum(np.einsum("thd,sd->ths", q, K) * self.idh ** -0.5, 0.0)
@@ -546,12 +633,18 @@ class Model:
         qpos = np.arange(pos0, S)[:, None]
         kpos = np.arange(S)[None, :]
         allowed = kpos <= qpos
-        if self.window:
-            allowed &= (qpos - kpos) < self.window
+        if self.windows[l]:
+            allowed &= (qpos - kpos) < self.windows[l]
         scores = np.where(allowed, scores, -np.inf)
-        p = softmax(scores, axis=-1)
+        if "sinks" in ly:  # gpt-oss: one more logit per head in each row's denominator, with no value
+            sink = ly["sinks"].reshape(nkv, g)[:, :, None, None]
+            m = np.maximum(np.max(scores, axis=-1, keepdims=True), sink)
+            e = np.exp(scores - m)
+            p = e / (np.sum(e, axis=-1, keepdims=True) + np.exp(sink - m))
+        else:
+            p = softmax(scores, axis=-1)
         out = np.einsum("kgts,skd->tkgd", p, Vv).reshape(T, nh * hd)
-        return out @ ly["o"].T
+        return out @ ly["o"].T + ly.get("bo", 0.0)
 
     @staticmethod
     def _dense(h, wg, wu, wd):
@@ -582,9 +675,29 @@ class Model:
                 out[rows] += w[rows, slot][:, None] * self._dense(h[rows], wg, wu, wd)
         return out + (self._dense(h, *shared) if shared else 0.0)
 
+    @staticmethod
+    def _oss_moe(mlp, h):
+        """GptOssMLP: top-k of the biased router logits (lowest id wins ties), softmax over those k, experts
+        x @ W + b with gate/up interleaved by column and the clamped SwiGLU (up + 1) * g * sigmoid(alpha g)."""
+        _, wr, br, experts, k, alpha, limit = mlp
+        logits = h @ wr.T + br
+        top = np.argsort(-logits, axis=-1, kind="stable")[:, :k]
+        w = softmax(np.take_along_axis(logits, top, axis=-1), axis=-1)
+        out = np.zeros_like(h)
+        for e, (gu, gub, dn, dnb) in enumerate(experts):
+            rows, slot = np.nonzero(top == e)
+            if rows.size:
+                x = h[rows] @ gu + gub
+                gate, up = np.minimum(x[:, 0::2], limit), np.clip(x[:, 1::2], -limit, limit)
+                y = ((up + 1.0) * gate / (1.0 + np.exp(-alpha * gate))) @ dn + dnb
+                out[rows] += w[rows, slot][:, None] * y
+        return out
+
     def _mlp(self, mlp, h):
         if mlp[0] == "dense":
             return self._dense(h, *mlp[1:])
+        if mlp[0] == "oss":
+            return self._oss_moe(mlp, h)
         if mlp[0] == "sigmoid":
             return self._sigmoid_moe(mlp, h)
         _, router, experts, k, renorm = mlp

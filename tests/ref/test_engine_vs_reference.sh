@@ -7,7 +7,12 @@
 # grouped sigmoid routing, shared experts; FP8 weights, kv_b_proj dequantised
 # through the device), GLM-4-MoE (partial RoPE, q/k/v biases, q/k norm) and
 # GLM-5 (MLA + the DSA indexer, whose 6 kept positions are fewer than the 30 a
-# sequence reaches; prefill in chunks of 8 rows). Tolerance: 1e-4 absolute on
+# sequence reaches; prefill in chunks of 8 rows), DeepSeek-V3.2 (the DSA
+# indexer in every layer, with half-split RoPE), gpt-oss (attention sinks, a
+# sliding window of 8 on alternate layers that 16-token prompts pass,
+# head_dim apart from hidden/heads, yarn without truncation, q/k/v/o, router
+# and expert biases, the clamped SwiGLU; fused float experts and MXFP4).
+# Tolerance: 1e-4 absolute on
 # logits of std ~3 (the engine computes in float32, the reference in float64;
 # observed ~1e-5).
 set -u
@@ -40,6 +45,11 @@ deepseek-v3-no-q-lora-f32|--preset test-deepseek-v3 --q-lora-rank 0 --dtype f32 
 glm4-moe|--preset test-glm4-moe --seed 21|100,200,300,4,5|cpu
 glm5|--preset test-glm5 --seed 22|5,17,300,42,7,99,1,2,3,4|cpu
 glm5-topk3-f16|--preset test-glm5 --index-topk 3 --dtype f16 --seed 23|11,12,13|cpu
+gpt-oss|--preset test-gpt-oss --seed 27|5,17,300,42,7,99,1,2,3,4,5,6,7,8,9,10|cpu
+gpt-oss-ref-attn-f32|--preset test-gpt-oss --dtype f32 --seed 29|5,17,300,42,7,99,1,2,3,4,5,6,7,8,9,10,11,12|cpu-ref
+gpt-oss-mxfp4|--preset test-gpt-oss --experts-layout mxfp4 --seed 28|5,17,300,42,7,99,1,2,3,4,5,6,7,8,9,10|cpu
+deepseek-v32|--preset test-deepseek-v32 --seed 25|5,17,300,42,7,99,1,2,3,4|cpu
+deepseek-v32-topk3-f32-no-mtp|--preset test-deepseek-v32 --index-topk 3 --dtype f32 --mtp-layers 0 --seed 26|11,12,13|cpu
 '
 IFS='
 '
@@ -74,6 +84,34 @@ for line in $cases; do
         continue
     fi
     echo "ok   $name [$attn]: $(tail -1 "$tmp/check.txt")"
+done
+# yarn for GQA models (core/engine/rope.c) beyond gpt-oss's own settings: the correction range rounded
+# (truncate true, transformers' default) and an explicit attention_factor, on test-gpt-oss's config.
+for v in 'truncate-true|rs["truncate"] = True' 'attention-factor-1.2|rs["attention_factor"] = 1.2'; do
+    n=$((n + 1))
+    name="gpt-oss-yarn-${v%%|*}"
+    dir="$tmp/yarn"
+    rm -rf "$dir"
+    ids=5,17,300,42,7,99,1,2,3,4,5,6,7,8,9,10
+    if ! "$SY_BUILDDIR/sy-mkmodel" --preset test-gpt-oss --seed 30 --quiet --out "$dir" >"$tmp/mk.log" 2>&1 ||
+        ! "$PY" -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); rs=c['rope_scaling']; ${v#*|}; \
+json.dump(c, open(p, 'w'))" "$dir/config.json" ||
+        ! "$SY_BUILDDIR/switchyard" generate -q -c "$SY_BUILDDIR/etc/switchyard-build.ini" --model "$dir" \
+            --set scheduler.max_batch_tokens=8 --prompt-ids "$ids" -n $STEPS --ignore-eos --print-ids \
+            --logits-out "$tmp/logits.f32" >"$tmp/out.txt" 2>"$tmp/err.txt"; then
+        echo "FAIL $name: $(cat "$tmp/mk.log" "$tmp/err.txt" 2>/dev/null | tail -2)"
+        fails=$((fails + 1))
+        continue
+    fi
+    gen=$(sed -n 's/^generated_ids: //p' "$tmp/err.txt" | tr ' ' ',')
+    if ! "$PY" "$SY_SRCDIR/tests/ref/reference.py" "$dir" --ids "$ids,$gen" --check-logits "$tmp/logits.f32" \
+        --tol $TOL >"$tmp/check.txt" 2>&1; then
+        echo "FAIL $name: logits differ from the numpy reference:"
+        cat "$tmp/check.txt"
+        fails=$((fails + 1))
+        continue
+    fi
+    echo "ok   $name [cpu]: $(tail -1 "$tmp/check.txt")"
 done
 echo "$((n - fails)) passed, $fails failed"
 [ $fails -eq 0 ]

@@ -69,6 +69,14 @@ same_twice mixtral-f32-sharded --preset test-mixtral --dtype f32 --experts 3 --t
 same_twice test-deepseek-v3 --preset test-deepseek-v3
 same_twice test-glm4-moe --preset test-glm4-moe
 same_twice test-glm5 --preset test-glm5
+same_twice test-deepseek-v32 --preset test-deepseek-v32
+same_twice test-qwen2 --preset test-qwen2
+same_twice qwen3-bias-window --preset test-qwen3 --attention-bias --sliding-window 6 --max-window-layers 1
+same_twice mistral-window --arch mistral --sliding-window 8
+same_twice test-gpt-oss --preset test-gpt-oss
+same_twice gpt-oss-mxfp4 --preset test-gpt-oss --experts-layout mxfp4
+same_twice gpt-oss-f32 --preset test-gpt-oss --dtype f32
+same_twice gpt-oss-mxfp4-f32 --preset test-gpt-oss --experts-layout mxfp4 --dtype f32
 
 checkpoint "$tmp/small.a" 1049728
 checkpoint "$tmp/test-llama.a" 164160
@@ -79,6 +87,35 @@ checkpoint "$tmp/llama3-rope.a"
 checkpoint "$tmp/qwen3-dense-layers.a"
 checkpoint "$tmp/qwen3-sharded.a" 213952
 checkpoint "$tmp/mixtral-f32-sharded.a"
+checkpoint "$tmp/test-qwen2.a" 162624
+checkpoint "$tmp/qwen3-bias-window.a" 177216
+checkpoint "$tmp/mistral-window.a" 164160
+checkpoint "$tmp/test-gpt-oss.a" 341600
+# MXFP4 experts are the fused layout's values quantised: per block of 32 the E8M0 scale is the smallest power
+# of two with amax / scale <= 6 (no code clips), each code the nearest E2M1 value (within half a step).
+if out=$("$py" - "$tmp/gpt-oss-f32.a" "$tmp/gpt-oss-mxfp4-f32.a" "$srcdir/tests/ref" <<'EOF'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[3])
+import reference as r
+fused, mx = r.load_tensors(sys.argv[1]), r.read_safetensors(sys.argv[2] + "/model.safetensors")
+deq = r.dequantize(sys.argv[2], dict(mx))
+worst, n = 0.0, 0
+for name in sorted(k for k in mx if k.endswith("_blocks")):
+    base = name[:-len("_blocks")]
+    want = np.transpose(fused[base], (0, 2, 1))                          # [E, out, in]
+    E, N, K = want.shape
+    scale = np.exp2(mx[base + "_scales"] - 127.0)                        # [E, out, in/32]
+    blk = np.abs(want).reshape(E, N, K // 32, 32).max(-1)
+    assert np.all(blk <= 6 * scale) and np.all((blk == 0) | (blk > 3 * scale)), f"{base}: a scale is not minimal"
+    err = np.abs(np.transpose(deq[base], (0, 2, 1)) - want).reshape(E, N, K // 32, 32)
+    x = np.abs(want).reshape(E, N, K // 32, 32) / scale[..., None]     # in code units
+    half = np.where(x < 2, 0.25, np.where(x < 4, 0.5, 1.0)) * scale[..., None]
+    assert np.all(err <= half * (1 + 1e-6)), f"{base}: a code is not the nearest E2M1 value"
+    worst, n = max(worst, float((err / half).max())), n + 1
+print(f"{n} MXFP4 expert tensors: scales minimal, codes nearest (worst error {worst:.2f} of half a step)")
+EOF
+); then ok "$out"; else bad "MXFP4 quantisation: $out"; fi
 
 # the seed matters, and the arguments reach the files
 if cmp -s "$tmp/test-llama.a/model.safetensors" "$tmp/llama-f16-tied.a/model.safetensors"; then
@@ -127,11 +164,17 @@ refuse "unknown argument" --out "$tmp/x" --bogus
 refuse "even" --out "$tmp/x" --preset test-llama --head-dim 15
 refuse "does not exist" --out "$tmp/x" --preset test-qwen3moe --mlp-only-layers 7
 refuse "needs a query LoRA" --out "$tmp/x" --preset test-glm5 --q-lora-rank 0
+refuse "needs a query LoRA" --out "$tmp/x" --preset test-deepseek-v32 --q-lora-rank 0
+refuse "deepseek-family option" --out "$tmp/x" --preset test-llama --mtp-layers 1
 refuse "expected a multiple of 4" --out "$tmp/x" --preset test-deepseek-v3 --experts 6 --top-k 2
+refuse "is a mistral, mixtral, qwen2, qwen3 or gpt_oss option" --out "$tmp/x" --preset test-llama --sliding-window 8
+refuse "is a qwen2 or qwen3 option" --out "$tmp/x" --arch mistral --max-window-layers 1
+refuse "is a qwen3 option" --out "$tmp/x" --preset test-qwen2 --attention-bias
 
 # --- reference.py on the generated test checkpoints ---
 prompt=7,300,41,99,12
-for d in small test-llama test-mixtral test-qwen3moe llama-f16-tied llama3-rope qwen3-dense-layers; do
+for d in small test-llama test-mixtral test-qwen3moe llama-f16-tied llama3-rope qwen3-dense-layers test-qwen2 \
+    qwen3-bias-window mistral-window; do
     dir="$tmp/$d.a"
     gen=$("$py" "$ref" "$dir" --ids $prompt --steps 8 --logits-out "$tmp/$d.logits") || { bad "$d: reference.py greedy failed"; continue; }
     n=$(echo "$gen" | wc -w)

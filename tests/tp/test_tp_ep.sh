@@ -6,7 +6,8 @@
 # synthetic ones with shared experts and sigmoid grouped routing
 # (GLM-4.5-shaped), with top-4 of 8 experts over 2 and 4 ranks, and with an
 # expert width 4 ranks cannot slice (tensor mode refuses it, expert mode
-# runs it), and under mpirun when the mpi plugin is built; `serve --tp 2`
+# runs it), on gpt-oss (sinks, biases; MXFP4 experts whole), and under
+# mpirun when the mpi plugin is built; `serve --tp 2`
 # answers what TP=1 answers; what cannot work is refused with the reason.
 set -u
 . "$SY_SRCDIR/tests/tp/tp_lib.sh"
@@ -82,6 +83,27 @@ else
     bad "tensor mode --tp 4: $(cat "$tmp/err")"
 fi
 
+# gpt-oss: attention sinks (each rank its heads'), the o_proj and experts' down biases on rank 0 only in
+# tensor mode, each rank its own experts' biases in expert mode; MXFP4 experts only whole (tensor mode refuses).
+mk oss --preset test-gpt-oss
+mk oss4 --preset test-gpt-oss --experts-layout mxfp4
+same "test-gpt-oss (sinks, biases)" "$tmp/oss" --tp 2
+same "test-gpt-oss MXFP4" "$tmp/oss4" --tp 2
+gen --model "$tmp/oss" --prompt-ids 1,2,3,4,5 -n 24 >/dev/null 2>"$tmp/err1"
+gen --model "$tmp/oss" --prompt-ids 1,2,3,4,5 -n 24 --tp 2 >/dev/null 2>"$tmp/err2"
+if [ -n "$(ids_of "$tmp/err2")" ] && [ "$(ids_of "$tmp/err2")" = "$(ids_of "$tmp/err1")" ]; then
+    ok "test-gpt-oss: tensor parallel --tp 2 = --tp 1"
+else
+    bad "test-gpt-oss tensor --tp 2: tp1 [$(ids_of "$tmp/err1")] tp2 [$(ids_of "$tmp/err2")] ($(cat "$tmp/err2"))"
+fi
+gen --model "$tmp/oss4" --prompt-ids 1,2 -n 2 --tp 2 >/dev/null 2>"$tmp/err"
+if grep -q "routed experts are F4_E2M1 with block scales, which are not sliced" "$tmp/err" &&
+    grep -q 'set \[model\] moe_parallel = expert' "$tmp/err"; then
+    ok "MXFP4 experts in tensor mode: refused, pointing at moe_parallel = expert"
+else
+    bad "MXFP4 tensor mode --tp 2: $(cat "$tmp/err")"
+fi
+
 # Ranks from mpirun (comm mpi) when the mpi plugin was built (test_tp_mpi.sh has the Open MPI settings).
 if [ -f "$SY_BUILDDIR/build-plugins/sy-comm-mpi.so" ]; then
     gen --model "$tmp/glm4" --prompt-ids 1,2,3,4,5 -n 24 >/dev/null 2>"$tmp/err1"
@@ -123,6 +145,15 @@ expect_err "a moe plugin without set_expert_range" 'moe plugin sysdk-wrongmoe' -
 cfg=$cfg_all
 unset SYSDK_PROBE
 grep -q 'has no set_expert_range op' "$tmp/err" || bad "the missing op is not named: $(cat "$tmp/err")"
+# Experts with biases (gpt-oss) need the ABI 1.1 op that hands them over: a moe plugin without it is refused.
+export SYSDK_PROBE=1
+cfg=$tmp/nomoe.ini
+expect_err "a moe plugin without prepare_layer_bias for gpt-oss" \
+    'moe plugin sysdk-wrongmoe' --model "$tmp/oss" --plugin-dir "$SY_TEST_PLUGIN_DIR" --set moe.plugin=sysdk-wrongmoe
+cfg=$cfg_all
+unset SYSDK_PROBE
+grep -q "has no prepare_layer_bias op (ABI 1.1), but GptOssForCausalLM's experts have biases" "$tmp/err" ||
+    bad "the missing prepare_layer_bias is not named: $(cat "$tmp/err")"
 expect_err "a misspelt value" '"moe_parallel" expects one of tensor, expert, found "experts"' \
     --model "$models/tiny-mixtral" --tp 2 --set model.moe_parallel=experts
 

@@ -2,7 +2,8 @@
  * libsykern's quantised weights (sykquant.h), against a float64 reference
  * that decodes every code longhand: FP8 E4M3 with 128 x 128 block scales
  * and with one per-tensor scale, NVFP4 (E2M1, low nibble first, an E4M3
- * scale per 16 elements and a global scale). For every ISA this machine
+ * scale per 16 elements and a global scale), MXFP4 (the same codes, an
+ * E8M0 power-of-two scale per 32). For every ISA this machine
  * runs: each decoded value exact, products on odd shapes (tails, several
  * SYK_KC slices, the few-rows and many-rows paths) within F32 accumulation
  * error of the reference, a row's bits independent of the batch it ran in,
@@ -26,6 +27,12 @@ static double ref_e4m3(unsigned b)
     return s ? -v : v;
 }
 
+/* E8M0: 2^(b - 127), 0xFF NaN. */
+static double ref_e8m0(unsigned b)
+{
+    return b == 0xff ? NAN : ldexp(1.0, (int)b - 127);
+}
+
 static double ref_e2m1(unsigned n)
 {
     const int s = (n >> 3) & 1, e = (n >> 1) & 3, m = n & 1;
@@ -44,13 +51,18 @@ static void test_codes(void)
         TH_CHECK((double)f == ref_e4m3(b), "e4m3 0x%02x decodes to %a, expected %a", b, (double)f, ref_e4m3(b));
     }
     TH_CHECK(syk_fp8_e4m3_to_f32(0x7e) == 448.0f, "e4m3 max 0x7e is %g, expected 448", (double)syk_fp8_e4m3_to_f32(0x7e));
+    for (unsigned b = 0; b < 256; b++) {
+        const float f = syk_e8m0_to_f32((uint8_t)b);
+        TH_CHECK(b == 0xff ? isnan(f) : (double)f == ref_e8m0(b), "e8m0 0x%02x decodes to %a, expected %a", b,
+                 (double)f, ref_e8m0(b));
+    }
     for (unsigned n = 0; n < 16; n++)
         TH_CHECK((double)syk_e2m1_to_f32(n) == ref_e2m1(n), "e2m1 0x%x decodes to %g, expected %g", n,
                  (double)syk_e2m1_to_f32(n), ref_e2m1(n));
 }
 
-typedef enum qkind { Q_FP8_BLOCK, Q_FP8_TENSOR, Q_NVFP4 } qkind;
-static const char *const qnames[] = {"fp8 block 128x128", "fp8 per-tensor", "nvfp4"};
+typedef enum qkind { Q_FP8_BLOCK, Q_FP8_TENSOR, Q_NVFP4, Q_MXFP4, Q_KINDS } qkind;
+static const char *const qnames[] = {"fp8 block 128x128", "fp8 per-tensor", "nvfp4", "mxfp4"};
 
 typedef struct qweight {
     sy_tensor t;
@@ -75,6 +87,20 @@ static void qweight_make(qweight *q, qkind kind, int64_t N, int64_t K, th_rng *r
         q->t.scale_block[0] = 1;
         q->t.scale_block[1] = 16;
         q->t.global_scale = 0.0123f;
+        return;
+    }
+    if (kind == Q_MXFP4) {
+        q->data = malloc((size_t)(N * K / 2));
+        for (int64_t i = 0; i < N * K / 2; i++)
+            q->data[i] = (uint8_t)th_next(r);
+        q->scale8 = malloc((size_t)(N * K / 32));
+        for (int64_t i = 0; i < N * K / 32; i++) /* 2^-12 .. 2^3 */
+            q->scale8[i] = (uint8_t)th_int(r, 115, 130);
+        sy_tensor_init(&q->t, q->data, SY_DTYPE_FP4_E2M1, 2, shape);
+        q->t.scale = q->scale8;
+        q->t.scale_dtype = SY_DTYPE_E8M0;
+        q->t.scale_block[0] = 1;
+        q->t.scale_block[1] = 32;
         return;
     }
     q->data = malloc((size_t)(N * K));
@@ -108,7 +134,8 @@ static double ref_w(const qweight *q, int64_t j, int64_t k)
     const int64_t si = (j / b0) * ((K + b1 - 1) / b1) + k / b1;
     if (q->t.dtype == SY_DTYPE_FP4_E2M1) {
         const unsigned nib = (q->data[(j * K + k) / 2] >> (((j * K + k) & 1) * 4)) & 15u;
-        return ref_e2m1(nib) * ref_e4m3(q->scale8[si]) * (double)q->t.global_scale;
+        const double s = q->t.scale_dtype == SY_DTYPE_E8M0 ? ref_e8m0(q->scale8[si]) : ref_e4m3(q->scale8[si]);
+        return ref_e2m1(nib) * s * (double)q->t.global_scale;
     }
     return ref_e4m3(q->data[j * K + k]) * (double)q->scale32[si];
 }
@@ -117,7 +144,7 @@ static void test_rows(qkind kind)
 {
     th_rng r = {77 + kind};
     qweight q;
-    const int64_t N = 37, K = kind == Q_NVFP4 ? 2080 : 2100;
+    const int64_t N = 37, K = kind == Q_NVFP4 || kind == Q_MXFP4 ? 2080 : 2100;
     qweight_make(&q, kind, N, K, &r);
     char why[160];
     TH_CHECK(syk_qweight_check(&q.t, why, sizeof why) == 0, "%s: layout refused: %s", qnames[kind], why);
@@ -127,7 +154,8 @@ static void test_rows(qkind kind)
         syk_qweight_row(&q.t, j, 0, K, row);
         for (int64_t k = 0; k < K; k++) {
             const double ref = ref_w(&q, j, k);
-            /* FP8: q * scale is exact in double, so the F32 product is its rounding; NVFP4 rounds twice. */
+            /* FP8: q * scale is exact in double, so the F32 product is its rounding; NVFP4 rounds twice; MXFP4's
+             * code times a power of two is exact. */
             const int ok = kind == Q_NVFP4 ? fabs(row[k] - ref) <= fabs(ref) * 0x1p-23 : (double)row[k] == (double)(float)ref;
             if (!ok && bad++ < 5)
                 TH_CHECK(0, "%s: W[%lld][%lld] = %.9g, expected %.17g", qnames[kind], (long long)j, (long long)k,
@@ -207,12 +235,22 @@ static void test_refusals(void)
     q.t.scale_block[1] = 100;
     TH_CHECK(syk_qweight_check(&q.t, why, sizeof why) != 0 && strstr(why, "100"), "fp8 block 100 accepted: %s", why);
     qweight_free(&q);
+    qweight_make(&q, Q_MXFP4, 8, 64, &r);
+    q.t.shape[1] = 48; /* 48 elements a row: not a whole number of 32-element scale groups */
+    q.t.stride[0] = 48;
+    TH_CHECK(syk_qweight_check(&q.t, why, sizeof why) != 0 && strstr(why, "MXFP4") && strstr(why, "K = 48"),
+             "mxfp4 K = 48 accepted or unclear: %s", why);
+    q.t.shape[1] = 64;
+    q.t.stride[0] = 64;
+    q.t.scale_block[1] = 16; /* E8M0 scales per 16: neither NVFP4 nor MXFP4 */
+    TH_CHECK(syk_qweight_check(&q.t, why, sizeof why) != 0 && strstr(why, "E8M0"), "e8m0 per 16 accepted: %s", why);
+    qweight_free(&q);
 }
 
 int main(void)
 {
     test_codes();
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < Q_KINDS; k++)
         test_rows((qkind)k);
     test_refusals();
     static const int64_t shapes[][3] = {
@@ -229,10 +267,12 @@ int main(void)
         TH_CHECK(syk_qgemm_for((syk_isa)i, SY_DTYPE_FP8_E4M3) && syk_qgemm_for((syk_isa)i, SY_DTYPE_FP4_E2M1),
                  "%s has no quantised kernels", syk_isa_name((syk_isa)i));
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < Q_KINDS; k++) {
                 int64_t K = shapes[s][1];
                 if (k == Q_NVFP4)
                     K = K / 16 * 16;
+                if (k == Q_MXFP4)
+                    K = K / 32 * 32;
                 test_gemm(kern, (qkind)k, shapes[s][0], K, shapes[s][2]);
             }
     }

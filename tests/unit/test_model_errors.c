@@ -135,7 +135,9 @@ static void test_llama_ok(void)
     s = llama_spec;
     s.bias = true;
     rc = load("llama-bias", cfg, NULL, &s, &m, &err);
-    CHECK(rc == SY_OK && m && m->layers[1].bq.shape[0] == 8 && m->layers[1].bv.shape[0] == 4, "bias: %s", err.msg);
+    CHECK(rc == SY_OK && m && m->layers[1].bq.shape[0] == 8 && m->layers[1].bv.shape[0] == 4 &&
+              m->layers[1].bo.shape[0] == 8,
+          "bias: %s", err.msg);
     sy_model_free(m);
     cfg = llama_cfg();
     json_object_set_new(cfg, "attention_bias", json_true());
@@ -280,10 +282,10 @@ static void test_config_errors(void)
     CHECK_ERR(rc, err.msg, "'mlp_bias'", "not supported");
 
     cfg = llama_cfg();
-    json_object_set_new(cfg, "rope_scaling", json_pack("{s:s, s:f}", "rope_type", "yarn", "factor", 4.0));
-    rc = config("yarn", cfg, NULL, &c, &err);
+    json_object_set_new(cfg, "rope_scaling", json_pack("{s:s, s:f}", "rope_type", "longrope", "factor", 4.0));
+    rc = config("longrope", cfg, NULL, &c, &err);
     CHECK(rc == SY_ERR_UNSUPPORTED, "rc %d", rc);
-    CHECK_ERR(rc, err.msg, "rope_scaling.rope_type 'yarn' is not supported", "linear, llama3");
+    CHECK_ERR(rc, err.msg, "rope_scaling.rope_type 'longrope' is not supported", "linear, llama3, yarn");
 
     cfg = llama_cfg();
     json_object_set_new(cfg, "rope_scaling", json_pack("{s:s, s:f}", "type", "dynamic", "factor", 2.0));

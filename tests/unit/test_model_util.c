@@ -216,6 +216,7 @@ static void put_layer(tm_ckpt *c, int l)
         put(c, ln(n, l, "self_attn.q_proj.bias", -1, NULL), 1, q, 0);
         put(c, ln(n, l, "self_attn.k_proj.bias", -1, NULL), 1, kv, 0);
         put(c, ln(n, l, "self_attn.v_proj.bias", -1, NULL), 1, kv, 0);
+        put(c, ln(n, l, "self_attn.o_proj.bias", -1, NULL), 1, h, 0); /* Llama, Qwen3-MoE: attention_bias too */
     }
     bool qwen = strcmp(s->family, "qwen3moe") == 0;
     if (qwen) {

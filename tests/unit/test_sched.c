@@ -5,7 +5,8 @@
  * tokens whatever it shares a step with: alone, in a mix of 8 with
  * different prompt lengths, with shared prefixes, and under forced
  * preemption with a tiny KV pool; and no block may leak. Runs on the
- * build's small model and on ../shared's stories260k.
+ * build's synthetic small model (through the build config) and on
+ * ../shared's stories260k.
  */
 #include "config.h"
 
@@ -125,6 +126,7 @@ typedef struct model_case {
     const char *name;
     char path[4096];
     bool from_build_ini;
+    char model[4096]; /* with from_build_ini: model.path over the ini's, whose default is not the synthetic model */
 } model_case;
 
 static sy_engine *open_engine(const model_case *mc, const char *const *extra, size_t n_extra)
@@ -135,6 +137,12 @@ static sy_engine *open_engine(const model_case *mc, const char *const *extra, si
     if (mc->from_build_ini) {
         if (sy_config_load(mc->path, &cfg, &err)) {
             fprintf(stderr, "FAIL config %s: %s\n", mc->path, err.msg);
+            return NULL;
+        }
+        snprintf(buf, sizeof buf, "model.path=%s", mc->model);
+        if (mc->model[0] && sy_config_set(cfg, buf, &err)) {
+            fprintf(stderr, "FAIL --set %s: %s\n", buf, err.msg);
+            sy_config_free(cfg);
             return NULL;
         }
     } else {
@@ -611,6 +619,7 @@ int main(void)
     }
     model_case small = {.name = "small", .from_build_ini = true};
     snprintf(small.path, sizeof small.path, "%s/etc/switchyard-build.ini", build);
+    snprintf(small.model, sizeof small.model, "%s/models/small", build);
     model_case stories = {.name = "stories260k", .from_build_ini = false};
     snprintf(stories.path, sizeof stories.path, "%s/models/stories260k", shared);
 

@@ -87,6 +87,7 @@ static void deepseek_fields(json_t *c, const mk_spec *s, int *oom)
     put(c, "topk_group", json_integer(d->topk_group), oom);
     put(c, "routed_scaling_factor", json_real(d->routed_scaling), oom);
     put(c, "norm_topk_prob", json_boolean(s->norm_topk_prob), oom);
+    put(c, "num_nextn_predict_layers", json_integer(d->mtp_layers), oom);
     if (s->arch == MK_GLM4_MOE) {
         put(c, "partial_rotary_factor", json_real(d->partial_rotary_half ? 0.5 : 1.0), oom);
         put(c, "use_qk_norm", json_boolean(d->qk_norm), oom);
@@ -106,6 +107,8 @@ static void deepseek_fields(json_t *c, const mk_spec *s, int *oom)
     put(c, "index_n_heads", json_integer(d->index_heads), oom);
     put(c, "index_head_dim", json_integer(d->index_head_dim), oom);
     put(c, "index_topk", json_integer(d->index_topk), oom);
+    if (s->arch == MK_DEEPSEEK_V32) /* every layer runs its own indexer: there is no indexer_types */
+        return;
     json_t *types = json_array();
     for (int i = 0; i < s->layers && types; i++)
         if (json_array_append_new(types, json_string(d->shared_indexer_last && i == s->layers - 1 && i > 0
@@ -115,13 +118,35 @@ static void deepseek_fields(json_t *c, const mk_spec *s, int *oom)
     put(c, "indexer_types", types, oom);
 }
 
+/*
+ * Attention fields of mistral, mixtral, qwen2 and qwen3 over the generic
+ * ones: sliding_window (null without one); Qwen2Config / Qwen3Config's
+ * use_sliding_window and max_window_layers (no layer_types: transformers
+ * derives them); attention_bias only where the config class has it (qwen3).
+ */
+static void window_fields(json_t *c, const mk_spec *s, int *oom)
+{
+    const int qwen = s->arch == MK_QWEN2 || s->arch == MK_QWEN3;
+    if (s->arch != MK_MISTRAL && s->arch != MK_MIXTRAL && !qwen)
+        return;
+    put(c, "sliding_window", s->sliding_window > 0 ? json_integer(s->sliding_window) : json_null(), oom);
+    if (qwen) {
+        put(c, "use_sliding_window", json_boolean(s->sliding_window > 0), oom);
+        put(c, "max_window_layers", json_integer(s->max_window_layers), oom);
+    }
+    if (s->arch == MK_QWEN3)
+        put(c, "attention_bias", json_boolean(s->attn_bias), oom);
+    else if (s->arch != MK_MIXTRAL)
+        json_object_del(c, "attention_bias");
+}
+
 static json_t *config_json(const mk_spec *s)
 {
     json_t *c = json_object();
     if (!c)
         return NULL;
     int oom = 0;
-    const int moe = s->arch != MK_LLAMA;
+    const int moe = !mk_is_dense_arch(s);
     put(c, "hidden_size", json_integer(s->hidden), &oom);
     put(c, "intermediate_size", json_integer(s->arch == MK_MIXTRAL ? mk_expert_ffn(s) : s->ffn), &oom);
     if (s->arch == MK_QWEN3_MOE || mk_is_deepseek_family(s))
@@ -129,7 +154,7 @@ static json_t *config_json(const mk_spec *s)
     put(c, "num_hidden_layers", json_integer(s->layers), &oom);
     put(c, "num_attention_heads", json_integer(s->heads), &oom);
     put(c, "num_key_value_heads", json_integer(s->kv_heads), &oom);
-    if (s->arch == MK_DEEPSEEK_V3 || s->arch == MK_GLM_MOE_DSA)
+    if (mk_is_mla(s))
         put(c, "head_dim", json_integer(s->ds.rope), &oom); /* what transformers writes: the rope slice */
     else
         put(c, "head_dim", json_integer(s->head_dim), &oom);
@@ -159,6 +184,11 @@ static json_t *config_json(const mk_spec *s)
                            : s->arch == MK_DEEPSEEK_V3  ? "DeepseekV3ForCausalLM"
                            : s->arch == MK_GLM4_MOE     ? "Glm4MoeForCausalLM"
                            : s->arch == MK_GLM_MOE_DSA  ? "GlmMoeDsaForCausalLM"
+                           : s->arch == MK_DEEPSEEK_V32 ? "DeepseekV32ForCausalLM"
+                           : s->arch == MK_GPT_OSS      ? "GptOssForCausalLM"
+                           : s->arch == MK_MISTRAL      ? "MistralForCausalLM"
+                           : s->arch == MK_QWEN2        ? "Qwen2ForCausalLM"
+                           : s->arch == MK_QWEN3        ? "Qwen3ForCausalLM"
                                                         : "Qwen3MoeForCausalLM";
     put(c, "architectures", json_pack("[s]", archname), &oom);
     put(c, "model_type", json_string(mk_arch_name(s->arch)), &oom);
@@ -170,7 +200,9 @@ static json_t *config_json(const mk_spec *s)
         put(c, "pretraining_tp", json_integer(1), &oom);
     }
     put(c, "initializer_range", json_real(0.02), &oom);
-    put(c, "rope_scaling", s->arch == MK_DEEPSEEK_V3 && s->ds.yarn ? yarn_scaling() : rope_scaling(s), &oom);
+    put(c, "rope_scaling", (s->arch == MK_DEEPSEEK_V3 || s->arch == MK_DEEPSEEK_V32) && s->ds.yarn ? yarn_scaling()
+                                                                                                : rope_scaling(s),
+        &oom);
     put(c, "use_cache", json_true(), &oom);
     put(c, "torch_dtype", json_string(mk_dtype_torch_name(s->dtype)), &oom);
     if (moe) {
@@ -185,6 +217,9 @@ static json_t *config_json(const mk_spec *s)
         put(c, "use_sliding_window", json_false(), &oom);
         put(c, "max_window_layers", json_integer(s->layers), &oom);
     }
+    if (s->arch == MK_GPT_OSS)
+        mk_gptoss_config(c, s, &oom);
+    window_fields(c, s, &oom);
     /* The byte-level tokenizer has no BOS token. */
     put(c, "bos_token_id", json_null(), &oom);
     put(c, "eos_token_id", json_integer(mk_eos_id(s)), &oom);

@@ -29,8 +29,8 @@ typedef struct preset {
 } preset;
 
 static const preset presets[] = {
-    {"small", "the project's default model: llama, GQA, f32, ~1M params", MK_LLAMA, 128, 4, 4, 2, 0, 384, 1024, 0,
-     0, 0, 2048, MK_F32, 1, 0, 10000.0, 1e-5},
+    {"small", "the build's models/small (tests, benchmarks): llama, GQA, f32, ~1M params", MK_LLAMA, 128, 4, 4, 2,
+     0, 384, 1024, 0, 0, 0, 2048, MK_F32, 1, 0, 10000.0, 1e-5},
     {"test-llama", "like shared tiny-llama: 2 layers, hidden 64, GQA, untied, f32", MK_LLAMA, 64, 2, 4, 2, 0, 192,
      512, 0, 0, 0, 512, MK_F32, 6, 0, 10000.0, 1e-5},
     {"test-mixtral", "like shared tiny-mixtral: 4 experts top-2, expert ffn 96, bf16", MK_MIXTRAL, 64, 2, 4, 2, 0,
@@ -45,6 +45,17 @@ static const preset presets[] = {
      MK_GLM4_MOE, 64, 3, 4, 2, 32, 128, 512, 8, 2, 32, 512, MK_BF16, 9, 0, 10000.0, 1e-5},
     {"test-glm5", "GLM-5 shaped (glm_moe_dsa): MLA + DSA indexer keeping 6 positions, 1 dense + 2 MoE layers, bf16",
      MK_GLM_MOE_DSA, 64, 3, 4, 4, 0, 128, 512, 8, 2, 32, 512, MK_BF16, 10, 0, 10000.0, 1e-5},
+    {"test-deepseek-v32", "DeepSeek-V3.2 shaped: MLA + a DSA indexer (half-split RoPE) in every layer keeping 6 "
+                          "positions, yarn, 1 dense + 2 MoE layers in 4 groups, 1 MTP layer, bf16",
+     MK_DEEPSEEK_V32, 64, 3, 4, 4, 0, 128, 512, 8, 2, 32, 512, MK_BF16, 11, 0, 10000.0, 1e-6},
+    {"test-gpt-oss", "gpt-oss shaped: sinks, sliding window 8 on even layers, head_dim 24 (heads*24 != hidden), "
+                     "q/k/v/o/router/expert biases, clamped SwiGLU (limit 1.5), yarn, 4 experts top-2, bf16",
+     MK_GPT_OSS, 64, 4, 4, 2, 24, 64, 512, 4, 2, 64, 512, MK_BF16, 12, 0, 150000.0, 1e-5},
+    {"test-qwen2", "Qwen2.5 shaped: q/k/v biases, tied, GQA 4:2, 3 layers, f32 (no window; --sliding-window N "
+                   "slides the layers from --max-window-layers on)",
+     MK_QWEN2, 64, 3, 4, 2, 0, 160, 512, 0, 0, 0, 512, MK_F32, 13, 1, 1e6, 1e-6},
+    {"test-qwen3", "dense Qwen3 shaped: per-head q/k norm, head_dim 32 (heads*32 != hidden), GQA 4:2, untied, bf16",
+     MK_QWEN3, 64, 2, 4, 2, 32, 160, 512, 0, 0, 0, 512, MK_BF16, 14, 0, 1e6, 1e-6},
     {"bench-110m", "llama, ~110M params (stories110M's shape), tied, bf16", MK_LLAMA, 768, 12, 12, 12, 0, 2048,
      32000, 0, 0, 0, 2048, MK_BF16, 1, 1, 10000.0, 1e-5},
     {"bench-moe-250m", "mixtral, ~250M params, 8 experts top-2, GQA, bf16", MK_MIXTRAL, 768, 10, 12, 4, 0, 1024,
@@ -64,7 +75,8 @@ static void usage(FILE *f)
             "\n"
             "  --out DIR            output directory (created if missing; files are replaced)\n"
             "  --preset NAME        starting point (default: small; see --list-presets)\n"
-            "  --arch A             llama, mixtral, qwen3_moe, deepseek_v3, glm4_moe or glm_moe_dsa;\n"
+            "  --arch A             llama, mixtral, qwen3_moe, deepseek_v3, glm4_moe, glm_moe_dsa,\n"
+            "                       deepseek_v32, gpt_oss, mistral, qwen2 or qwen3;\n"
             "                       alone it starts from that arch's test preset\n"
             "  --hidden N           hidden_size\n"
             "  --layers N           num_hidden_layers\n"
@@ -84,12 +96,20 @@ static void usage(FILE *f)
             "  --rope-theta F       rope_theta\n"
             "  --rms-eps F          rms_norm_eps\n"
             "  --rope-scaling T     none or llama3 (Llama 3.1's factor 8, 1, 4, 8192)\n"
+            "  --sliding-window N   mistral, mixtral, qwen2, qwen3, gpt_oss: sliding_window N (qwen:\n"
+            "                       use_sliding_window true); default none (gpt_oss: 8, even layers)\n"
+            "  --max-window-layers N  qwen2, qwen3: layers i >= N slide (default 0: all)\n"
+            "  --attention-bias     qwen3: q/k/v and o_proj biases (attention_bias true)\n"
             "  --sparse-step N      qwen3_moe decoder_sparse_step (MoE on layers (i+1) %% N == 0)\n"
             "  --mlp-only-layers L  qwen3_moe dense layers, comma-separated (e.g. 0,3)\n"
             "  --no-norm-topk-prob  qwen3_moe: do not renormalise the top-k weights\n"
             "  --q-lora-rank N      deepseek_v3: query LoRA rank; 0: a plain q_proj (q_lora_rank null)\n"
-            "  --index-topk N       glm_moe_dsa: positions the DSA indexer keeps per query\n"
+            "  --index-topk N       glm_moe_dsa, deepseek_v32: positions the DSA indexer keeps per query\n"
             "  --first-dense N      deepseek family: first_k_dense_replace (dense leading layers)\n"
+            "  --mtp-layers N       deepseek family: num_nextn_predict_layers MTP layers after the decoder\n"
+            "                       layers (model.layers.{layers+k}.*; default 1, 0: none)\n"
+            "  --experts-layout L   gpt_oss: fused (transformers' unquantised gate_up_proj/down_proj) or\n"
+            "                       mxfp4 (the published _blocks/_scales, quant_method mxfp4)\n"
             "  --quant Q            none, fp8 (128x128 blocks), fp8-tensor, nvfp4 or nvfp4-experts:\n"
             "                       linear layers stored quantised (embeddings, head, routers stay float)\n"
             "  --quiet              print nothing on success\n"
@@ -132,6 +152,7 @@ static void apply_preset(mk_spec *s, const preset *p)
     s->norm_topk_prob = 1;
     s->sparse_step = 1;
     mk_ds_defaults(s);
+    mk_gptoss_defaults(s);
 }
 
 static const preset *find_preset(const char *name)
@@ -193,8 +214,20 @@ static int parse_arch(const char *v, mk_arch *out)
         *out = MK_GLM4_MOE;
     else if (strcmp(v, "glm_moe_dsa") == 0)
         *out = MK_GLM_MOE_DSA;
+    else if (strcmp(v, "deepseek_v32") == 0)
+        *out = MK_DEEPSEEK_V32;
+    else if (strcmp(v, "gpt_oss") == 0)
+        *out = MK_GPT_OSS;
+    else if (strcmp(v, "mistral") == 0)
+        *out = MK_MISTRAL;
+    else if (strcmp(v, "qwen2") == 0)
+        *out = MK_QWEN2;
+    else if (strcmp(v, "qwen3") == 0)
+        *out = MK_QWEN3;
     else
-        return fail("--arch: expected llama, mixtral, qwen3_moe, deepseek_v3, glm4_moe or glm_moe_dsa, got '%s'", v);
+        return fail("--arch: expected llama, mixtral, qwen3_moe, deepseek_v3, glm4_moe, glm_moe_dsa, deepseek_v32, "
+                    "gpt_oss, mistral, qwen2 or qwen3, got '%s'",
+                    v);
     return 0;
 }
 
@@ -279,6 +312,11 @@ static int parse_args(int argc, char **argv, mk_spec *s, opts *o)
                            : arch_only == MK_DEEPSEEK_V3       ? "test-deepseek-v3"
                            : arch_only == MK_GLM4_MOE          ? "test-glm4-moe"
                            : arch_only == MK_GLM_MOE_DSA       ? "test-glm5"
+                           : arch_only == MK_DEEPSEEK_V32      ? "test-deepseek-v32"
+                           : arch_only == MK_GPT_OSS           ? "test-gpt-oss"
+                           : arch_only == MK_MISTRAL           ? "test-llama"
+                           : arch_only == MK_QWEN2             ? "test-qwen2"
+                           : arch_only == MK_QWEN3             ? "test-qwen3"
                                                                : "test-qwen3moe");
     apply_preset(s, base);
     if (qpreset)
@@ -317,7 +355,7 @@ static int parse_args(int argc, char **argv, mk_spec *s, opts *o)
             if (rc == 0 && ar != s->arch) {
                 s->arch = ar;
                 mk_ds_defaults(s);
-                if (ar == MK_LLAMA) {
+                if (mk_is_dense_arch(s)) {
                     s->experts = s->top_k = s->moe_ffn = 0;
                 } else if (s->experts == 0) {
                     s->experts = 4;
@@ -340,6 +378,9 @@ static int parse_args(int argc, char **argv, mk_spec *s, opts *o)
         INTOPT("--q-lora-rank", ds.q_lora, 0, 1 << 20)
         INTOPT("--index-topk", ds.index_topk, 1, 1 << 20)
         INTOPT("--first-dense", ds.first_dense, 0, MK_MAX_LAYERS)
+        INTOPT("--mtp-layers", ds.mtp_layers, 0, 16)
+        INTOPT("--sliding-window", sliding_window, 1, 1 << 30)
+        INTOPT("--max-window-layers", max_window_layers, 0, MK_MAX_LAYERS)
         else if (is_opt(a, "--head-dim"))
         {
             VAL("--head-dim");
@@ -407,9 +448,21 @@ static int parse_args(int argc, char **argv, mk_spec *s, opts *o)
             VAL("--mlp-only-layers");
             rc = parse_layer_list(v, s);
         }
+        else if (strcmp(a, "--attention-bias") == 0)
+        {
+            s->attn_bias = 1;
+        }
         else if (strcmp(a, "--no-norm-topk-prob") == 0)
         {
             s->norm_topk_prob = 0;
+        }
+        else if (is_opt(a, "--experts-layout"))
+        {
+            VAL("--experts-layout");
+            if (strcmp(v, "fused") == 0 || strcmp(v, "mxfp4") == 0)
+                s->oss.mxfp4 = strcmp(v, "mxfp4") == 0;
+            else
+                rc = fail("--experts-layout: expected fused or mxfp4, got '%s'", v);
         }
         else if (is_opt(a, "--quant"))
         {
@@ -449,9 +502,22 @@ static int validate(mk_spec *s, const opts *o)
                     s->hidden, s->heads);
     if (s->heads % s->kv_heads != 0)
         return fail("--kv-heads %d must divide --heads %d", s->kv_heads, s->heads);
-    if (s->arch == MK_LLAMA) {
+    if (s->oss.mxfp4 && s->arch != MK_GPT_OSS)
+        return fail("--experts-layout is a gpt_oss option (this is %s)", mk_arch_name(s->arch));
+    if (s->arch == MK_GPT_OSS && s->quant)
+        return fail("--quant %s: gpt_oss checkpoints quantise their experts with --experts-layout mxfp4",
+                    mk_quant_name(s->quant));
+    if (s->sliding_window > 0 && s->arch != MK_MISTRAL && s->arch != MK_MIXTRAL && s->arch != MK_QWEN2 &&
+        s->arch != MK_QWEN3 && s->arch != MK_GPT_OSS)
+        return fail("--sliding-window is a mistral, mixtral, qwen2, qwen3 or gpt_oss option (this is %s)",
+                    mk_arch_name(s->arch));
+    if (s->max_window_layers > 0 && s->arch != MK_QWEN2 && s->arch != MK_QWEN3)
+        return fail("--max-window-layers is a qwen2 or qwen3 option (this is %s)", mk_arch_name(s->arch));
+    if (s->attn_bias && s->arch != MK_QWEN3)
+        return fail("--attention-bias is a qwen3 option (this is %s)", mk_arch_name(s->arch));
+    if (mk_is_dense_arch(s)) {
         if (o->given_experts)
-            return fail("--experts: llama has no experts (expected --arch mixtral or qwen3_moe)");
+            return fail("--experts: %s has no experts (expected --arch mixtral or qwen3_moe)", mk_arch_name(s->arch));
         s->experts = s->top_k = 0;
     } else {
         if (s->experts < 1)
@@ -459,9 +525,11 @@ static int validate(mk_spec *s, const opts *o)
         if (s->top_k < 1 || s->top_k > s->experts)
             return fail("--top-k %d: expected 1..%d (the number of experts)", s->top_k, s->experts);
     }
-    if (s->arch == MK_GLM_MOE_DSA && s->ds.q_lora < 1)
-        return fail("--q-lora-rank: glm_moe_dsa needs a query LoRA (its indexer reads the query latent), got %d",
-                    s->ds.q_lora);
+    if (mk_has_indexer(s) && s->ds.q_lora < 1)
+        return fail("--q-lora-rank: %s needs a query LoRA (its indexer reads the query latent), got %d",
+                    mk_arch_name(s->arch), s->ds.q_lora);
+    if (!mk_is_deepseek_family(s) && s->ds.mtp_layers > 0)
+        return fail("--mtp-layers is a deepseek-family option (this is %s)", mk_arch_name(s->arch));
     if (mk_is_deepseek_family(s) && s->ds.n_group > 0 && s->experts % s->ds.n_group != 0)
         return fail("--experts %d: the %s preset routes in %d groups; expected a multiple of %d", s->experts,
                     mk_arch_name(s->arch), s->ds.n_group, s->ds.n_group);
@@ -510,7 +578,7 @@ static int make_dir(const char *dir)
 /* Parameters one token uses: everything but the experts it is not routed to. */
 static uint64_t active_params(const mk_spec *s, uint64_t total)
 {
-    if (s->arch == MK_LLAMA)
+    if (mk_is_dense_arch(s))
         return total;
     uint64_t per_expert = 3ull * (uint64_t)s->hidden * (uint64_t)mk_expert_ffn(s);
     uint64_t idle = 0;
@@ -541,7 +609,9 @@ int main(int argc, char **argv)
     if (rc == 0)
         rc = mk_write_tokenizer(s, o.out, err, sizeof(err));
     if (rc == 0)
-        rc = s->quant ? mk_write_quant_weights(s, o.out, err, sizeof(err)) : mk_write_weights(s, o.out, err, sizeof(err));
+        rc = s->arch == MK_GPT_OSS && s->oss.mxfp4 ? mk_gptoss_write_mxfp4(s, o.out, err, sizeof(err))
+             : s->quant                            ? mk_write_quant_weights(s, o.out, err, sizeof(err))
+                                                   : mk_write_weights(s, o.out, err, sizeof(err));
     if (rc != 0) {
         fail("%s", err);
         free(s);
@@ -555,10 +625,10 @@ int main(int argc, char **argv)
         printf("sy-mkmodel: wrote %s: %s, %d layer%s, hidden %d, heads %d/%d, head_dim %d, vocab %d", o.out,
                mk_arch_name(s->arch), s->layers, s->layers == 1 ? "" : "s", s->hidden, s->heads, s->kv_heads,
                s->head_dim, s->vocab);
-        if (s->arch != MK_LLAMA)
+        if (!mk_is_dense_arch(s))
             printf(", %d experts top-%d", s->experts, s->top_k);
         printf(", %s, seed %" PRIu64 "; %" PRIu64 " params", mk_dtype_name(s->dtype), s->seed, params);
-        if (s->arch != MK_LLAMA)
+        if (!mk_is_dense_arch(s))
             printf(" (%" PRIu64 " active)", active_params(s, params));
         printf(", %.1f MB of weights, %.2f s\n", (double)params * (double)mk_dtype_size(s->dtype) / 1e6,
                sy_now() - t0);

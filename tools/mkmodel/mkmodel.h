@@ -15,7 +15,8 @@
 
 #include <jansson.h>
 
-typedef enum mk_arch { MK_LLAMA, MK_MIXTRAL, MK_QWEN3_MOE, MK_DEEPSEEK_V3, MK_GLM4_MOE, MK_GLM_MOE_DSA } mk_arch;
+typedef enum mk_arch { MK_LLAMA, MK_MIXTRAL, MK_QWEN3_MOE, MK_DEEPSEEK_V3, MK_GLM4_MOE, MK_GLM_MOE_DSA, MK_DEEPSEEK_V32,
+               MK_GPT_OSS, MK_MISTRAL, MK_QWEN2, MK_QWEN3 } mk_arch;
 
 /* DeepSeek-V3 / GLM-4-MoE / GLM-5 fields (zero for the other families). */
 typedef struct mk_ds {
@@ -26,7 +27,14 @@ typedef struct mk_ds {
     int partial_rotary_half, qk_norm, attn_bias; /* glm4_moe */
     int index_heads, index_head_dim, index_topk; /* glm_moe_dsa */
     int shared_indexer_last;                 /* glm_moe_dsa: the last layer reuses the previous layer's top-k */
+    int mtp_layers;                          /* num_nextn_predict_layers: MTP layers after the decoder layers */
 } mk_ds;
+/* gpt-oss fields (gptoss.c). */
+typedef struct mk_oss {
+    int window;          /* sliding_window of the even (sliding_attention) layers */
+    double swiglu_limit; /* the experts' clamp */
+    int mxfp4;           /* --experts-layout mxfp4: _blocks/_scales instead of the fused float tensors */
+} mk_oss;
 typedef enum mk_dtype { MK_F32, MK_BF16, MK_F16 } mk_dtype;
 
 /* The logit standard deviation that lm_head's init aims at. */
@@ -60,6 +68,11 @@ typedef struct mk_spec {
     int sparse_step;     /* qwen3_moe decoder_sparse_step */
     unsigned char mlp_only[MK_MAX_LAYERS]; /* qwen3_moe mlp_only_layers */
     mk_ds ds;
+    mk_oss oss;
+    /* mistral, mixtral, qwen2, qwen3 */
+    int sliding_window;    /* 0: none (sliding_window null; qwen: use_sliding_window false) */
+    int max_window_layers; /* qwen2 / qwen3: layers i >= this slide (max_window_layers) */
+    int attn_bias;         /* qwen3: attention_bias (q/k/v and o_proj biases) */
     int quant; /* mk_quant: how linear layers are stored (quant.c) */
 } mk_spec;
 
@@ -75,8 +88,14 @@ void mk_quant_presets_list(FILE *f);
 /* model.safetensors with quantised linears, and the quantisation config; 0 or -1 with err. */
 int mk_write_quant_weights(const mk_spec *s, const char *dir, char *err, size_t errcap);
 
-/* deepseek_v3, glm4_moe or glm_moe_dsa (the DeepseekV3MoE block). */
+/* deepseek_v3, glm4_moe, glm_moe_dsa or deepseek_v32 (the DeepseekV3MoE block). */
 int mk_is_deepseek_family(const mk_spec *s);
+/* MLA attention: deepseek_v3, glm_moe_dsa, deepseek_v32. */
+int mk_is_mla(const mk_spec *s);
+/* A DSA indexer: glm_moe_dsa, deepseek_v32. */
+int mk_has_indexer(const mk_spec *s);
+/* Dense families (one MLP per layer, no experts): llama, mistral, qwen2, qwen3. */
+int mk_is_dense_arch(const mk_spec *s);
 /* Their tiny test defaults (spec.c). */
 void mk_ds_defaults(mk_spec *s);
 
@@ -113,7 +132,7 @@ int mk_eos_id(const mk_spec *s);
 typedef struct mk_tensor {
     char name[128];
     int ndim;
-    uint64_t shape[2];
+    uint64_t shape[3]; /* 3-D: gpt-oss's fused experts */
     int is_norm; /* 1 + 0.1 N(0,1) */
     double std;  /* N(0, std^2) otherwise */
 } mk_tensor;
@@ -124,6 +143,15 @@ uint64_t mk_count_params(const mk_tensor *t, size_t n);
 /* Writes model.safetensors or the shards and the index; 0 or -1 with a
  * message in err. */
 int mk_write_weights(const mk_spec *s, const char *dir, char *err, size_t errcap);
+
+/* ---- gptoss.c ---- */
+void mk_gptoss_defaults(mk_spec *s);
+/* The checkpoint's tensors (fused expert layout); *n set. Caller frees. */
+mk_tensor *mk_gptoss_plan(const mk_spec *s, size_t *n);
+/* gpt-oss's config.json fields over the generic ones. */
+void mk_gptoss_config(json_t *c, const mk_spec *s, int *oom);
+/* model.safetensors with MXFP4 experts; 0 or -1 with err. */
+int mk_gptoss_write_mxfp4(const mk_spec *s, const char *dir, char *err, size_t errcap);
 
 /* ---- config.c ---- */
 int mk_write_configs(const mk_spec *s, const char *dir, char *err, size_t errcap);

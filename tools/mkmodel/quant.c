@@ -184,7 +184,8 @@ static int quantised(const mk_spec *s, const mk_tensor *t)
 {
     if (t->ndim != 2 || t->is_norm || !ends_with(t->name, ".weight"))
         return 0;
-    if (strstr(t->name, "embed_tokens") || strcmp(t->name, "lm_head.weight") == 0 || ends_with(t->name, ".gate.weight"))
+    if (strstr(t->name, "embed_tokens") || strcmp(t->name, "lm_head.weight") == 0 ||
+        strstr(t->name, "shared_head.head") || ends_with(t->name, ".gate.weight"))
         return 0; /* embeddings, the head and the routers stay float, as in every release */
     if (strstr(t->name, "indexer")) /* GLM-5's DSA indexer stays float */
         return 0;

@@ -20,6 +20,16 @@ const char *mk_arch_name(mk_arch a)
         return "glm4_moe";
     case MK_GLM_MOE_DSA:
         return "glm_moe_dsa";
+    case MK_DEEPSEEK_V32:
+        return "deepseek_v32";
+    case MK_GPT_OSS:
+        return "gpt_oss";
+    case MK_MISTRAL:
+        return "mistral";
+    case MK_QWEN2:
+        return "qwen2";
+    case MK_QWEN3:
+        return "qwen3";
     }
     return "?";
 }
@@ -48,8 +58,12 @@ int mk_layer_is_dense(const mk_spec *s, int layer)
 {
     switch (s->arch) {
     case MK_LLAMA:
+    case MK_MISTRAL:
+    case MK_QWEN2:
+    case MK_QWEN3:
         return 1;
     case MK_MIXTRAL:
+    case MK_GPT_OSS:
         return 0;
     case MK_QWEN3_MOE:
         /* Hugging Face's Qwen3MoeDecoderLayer rule. */
@@ -57,7 +71,8 @@ int mk_layer_is_dense(const mk_spec *s, int layer)
     case MK_DEEPSEEK_V3:
     case MK_GLM4_MOE:
     case MK_GLM_MOE_DSA:
-        return layer < s->ds.first_dense;
+    case MK_DEEPSEEK_V32:
+        return layer < s->ds.first_dense; /* an MTP layer (index >= layers) is MoE too */
     }
     return 1;
 }
@@ -74,14 +89,30 @@ int mk_eos_id(const mk_spec *s)
 
 int mk_is_deepseek_family(const mk_spec *s)
 {
-    return s->arch == MK_DEEPSEEK_V3 || s->arch == MK_GLM4_MOE || s->arch == MK_GLM_MOE_DSA;
+    return s->arch == MK_DEEPSEEK_V3 || s->arch == MK_GLM4_MOE || s->arch == MK_GLM_MOE_DSA ||
+           s->arch == MK_DEEPSEEK_V32;
+}
+
+int mk_is_dense_arch(const mk_spec *s)
+{
+    return s->arch == MK_LLAMA || s->arch == MK_MISTRAL || s->arch == MK_QWEN2 || s->arch == MK_QWEN3;
+}
+
+int mk_is_mla(const mk_spec *s)
+{
+    return s->arch == MK_DEEPSEEK_V3 || s->arch == MK_GLM_MOE_DSA || s->arch == MK_DEEPSEEK_V32;
+}
+
+int mk_has_indexer(const mk_spec *s)
+{
+    return s->arch == MK_GLM_MOE_DSA || s->arch == MK_DEEPSEEK_V32;
 }
 
 /*
  * Tiny shapes that still exercise every path: a dense first layer, shared
  * experts, grouped sigmoid routing with a score bias, MLA with both rope
- * layouts, yarn, and (GLM-5) an indexer that keeps fewer positions than a
- * test sequence has.
+ * layouts, yarn, (GLM-5, DeepSeek-V3.2) an indexer that keeps fewer
+ * positions than a test sequence has, and one MTP layer.
  */
 void mk_ds_defaults(mk_spec *s)
 {
@@ -89,6 +120,7 @@ void mk_ds_defaults(mk_spec *s)
     memset(d, 0, sizeof *d);
     d->n_shared = 1;
     d->first_dense = 1;
+    d->mtp_layers = mk_is_deepseek_family(s) ? 1 : 0;
     switch (s->arch) {
     case MK_DEEPSEEK_V3:
         d->n_group = 4;
@@ -124,6 +156,21 @@ void mk_ds_defaults(mk_spec *s)
         d->index_head_dim = 16;
         d->index_topk = 6;
         d->shared_indexer_last = 1;
+        break;
+    case MK_DEEPSEEK_V32:
+        /* DeepSeek-V3.2's grouped routing and yarn, GLM-5's indexer sizes (every layer has one) */
+        d->n_group = 4;
+        d->topk_group = 2;
+        d->routed_scaling = 2.5;
+        d->q_lora = 32;
+        d->kv_lora = 32;
+        d->nope = 16;
+        d->rope = 8;
+        d->v_head = 24;
+        d->yarn = 1;
+        d->index_heads = 16;
+        d->index_head_dim = 16;
+        d->index_topk = 6;
         break;
     default:
         break;

@@ -56,7 +56,7 @@ static int plan_add(plan *p, int is_norm, double std, uint64_t d0, uint64_t d1, 
 #define LINEAR(out, in, ...) plan_add(&p, 0, 1.0 / sqrt((double)(in)), (uint64_t)(out), (uint64_t)(in), __VA_ARGS__)
 #define NORM(n, ...) plan_add(&p, 1, 0.0, (uint64_t)(n), 0, __VA_ARGS__)
 
-/* MLA projections (and GLM-5's indexer) of layer i, DeepSeek-V3's names. */
+/* MLA projections (and the DSA indexer) of layer i, DeepSeek-V3's names. */
 static int plan_mla(plan *pp, const mk_spec *s, int i)
 {
 #define p (*pp)
@@ -74,7 +74,7 @@ static int plan_mla(plan *pp, const mk_spec *s, int i)
     rc |= NORM(d->kv_lora, "model.layers.%d.self_attn.kv_a_layernorm.weight", i);
     rc |= LINEAR(s->heads * (d->nope + d->v_head), d->kv_lora, "model.layers.%d.self_attn.kv_b_proj.weight", i);
     rc |= LINEAR(H, s->heads * d->v_head, "model.layers.%d.self_attn.o_proj.weight", i);
-    if (s->arch == MK_GLM_MOE_DSA && !(d->shared_indexer_last && i == s->layers - 1 && i > 0)) {
+    if (mk_has_indexer(s) && !(s->arch == MK_GLM_MOE_DSA && d->shared_indexer_last && i == s->layers - 1 && i > 0)) {
         const int ID = d->index_head_dim;
         rc |= LINEAR(d->index_heads * ID, d->q_lora, "model.layers.%d.self_attn.indexer.wq_b.weight", i);
         rc |= LINEAR(ID, H, "model.layers.%d.self_attn.indexer.wk.weight", i);
@@ -108,60 +108,88 @@ static int plan_deepseek_moe(plan *pp, const mk_spec *s, int i)
 #undef p
 }
 
+/* Decoder layer i (an MTP layer's block when i >= s->layers). */
+static int plan_layer(plan *pp, const mk_spec *s, int i)
+{
+#define p (*pp)
+    const int H = s->hidden, hd = s->head_dim, F = s->ffn, EF = mk_expert_ffn(s);
+    int rc = 0;
+    rc |= NORM(H, "model.layers.%d.input_layernorm.weight", i);
+    if (mk_is_mla(s))
+        rc |= plan_mla(&p, s, i);
+    else {
+        rc |= LINEAR(s->heads * hd, H, "model.layers.%d.self_attn.q_proj.weight", i);
+        rc |= LINEAR(s->kv_heads * hd, H, "model.layers.%d.self_attn.k_proj.weight", i);
+        rc |= LINEAR(s->kv_heads * hd, H, "model.layers.%d.self_attn.v_proj.weight", i);
+        rc |= LINEAR(H, s->heads * hd, "model.layers.%d.self_attn.o_proj.weight", i);
+    }
+    if ((s->arch == MK_GLM4_MOE && s->ds.attn_bias) || s->arch == MK_QWEN2 || (s->arch == MK_QWEN3 && s->attn_bias)) {
+        rc |= plan_add(&p, 0, 0.1, (uint64_t)(s->heads * hd), 0, "model.layers.%d.self_attn.q_proj.bias", i);
+        rc |= plan_add(&p, 0, 0.1, (uint64_t)(s->kv_heads * hd), 0, "model.layers.%d.self_attn.k_proj.bias", i);
+        rc |= plan_add(&p, 0, 0.1, (uint64_t)(s->kv_heads * hd), 0, "model.layers.%d.self_attn.v_proj.bias", i);
+    }
+    if (s->arch == MK_QWEN3 && s->attn_bias) /* Qwen3Attention: attention_bias covers o_proj too */
+        rc |= plan_add(&p, 0, 0.1, (uint64_t)H, 0, "model.layers.%d.self_attn.o_proj.bias", i);
+    if (s->arch == MK_QWEN3_MOE || s->arch == MK_QWEN3 || (s->arch == MK_GLM4_MOE && s->ds.qk_norm)) {
+        rc |= NORM(hd, "model.layers.%d.self_attn.q_norm.weight", i);
+        rc |= NORM(hd, "model.layers.%d.self_attn.k_norm.weight", i);
+    }
+    rc |= NORM(H, "model.layers.%d.post_attention_layernorm.weight", i);
+    if (s->arch == MK_MIXTRAL) {
+        rc |= LINEAR(s->experts, H, "model.layers.%d.block_sparse_moe.gate.weight", i);
+        for (int e = 0; e < s->experts; e++) {
+            rc |= LINEAR(EF, H, "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", i, e);
+            rc |= LINEAR(H, EF, "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", i, e);
+            rc |= LINEAR(EF, H, "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", i, e);
+        }
+    } else if (mk_is_deepseek_family(s) && !mk_layer_is_dense(s, i)) {
+        rc |= plan_deepseek_moe(&p, s, i);
+    } else if (!mk_layer_is_dense(s, i)) { /* qwen3_moe */
+        rc |= LINEAR(s->experts, H, "model.layers.%d.mlp.gate.weight", i);
+        for (int e = 0; e < s->experts; e++) {
+            rc |= LINEAR(EF, H, "model.layers.%d.mlp.experts.%d.gate_proj.weight", i, e);
+            rc |= LINEAR(EF, H, "model.layers.%d.mlp.experts.%d.up_proj.weight", i, e);
+            rc |= LINEAR(H, EF, "model.layers.%d.mlp.experts.%d.down_proj.weight", i, e);
+        }
+    } else {
+        rc |= LINEAR(F, H, "model.layers.%d.mlp.gate_proj.weight", i);
+        rc |= LINEAR(F, H, "model.layers.%d.mlp.up_proj.weight", i);
+        rc |= LINEAR(H, F, "model.layers.%d.mlp.down_proj.weight", i);
+    }
+    return rc;
+#undef p
+}
+
 mk_tensor *mk_plan_tensors(const mk_spec *s, size_t *n)
 {
+    if (s->arch == MK_GPT_OSS)
+        return mk_gptoss_plan(s, n);
     plan p = {0};
-    const int H = s->hidden, hd = s->head_dim, F = s->ffn, EF = mk_expert_ffn(s);
+    const int H = s->hidden;
     int rc = 0;
     /* The embedding's input is one-hot (fan-in 1): N(0,1) rows. Tied, it is
      * also lm_head, so it takes lm_head's scale instead. */
     double embed_std = s->tie ? MK_LM_HEAD_GAIN / sqrt((double)H) : 1.0;
     rc |= plan_add(&p, 0, embed_std, (uint64_t)s->vocab, (uint64_t)H, "model.embed_tokens.weight");
-    for (int i = 0; i < s->layers && rc == 0; i++) {
-        rc |= NORM(H, "model.layers.%d.input_layernorm.weight", i);
-        if (s->arch == MK_DEEPSEEK_V3 || s->arch == MK_GLM_MOE_DSA)
-            rc |= plan_mla(&p, s, i);
-        else {
-            rc |= LINEAR(s->heads * hd, H, "model.layers.%d.self_attn.q_proj.weight", i);
-            rc |= LINEAR(s->kv_heads * hd, H, "model.layers.%d.self_attn.k_proj.weight", i);
-            rc |= LINEAR(s->kv_heads * hd, H, "model.layers.%d.self_attn.v_proj.weight", i);
-            rc |= LINEAR(H, s->heads * hd, "model.layers.%d.self_attn.o_proj.weight", i);
-        }
-        if (s->arch == MK_GLM4_MOE && s->ds.attn_bias) {
-            rc |= plan_add(&p, 0, 0.1, (uint64_t)(s->heads * hd), 0, "model.layers.%d.self_attn.q_proj.bias", i);
-            rc |= plan_add(&p, 0, 0.1, (uint64_t)(s->kv_heads * hd), 0, "model.layers.%d.self_attn.k_proj.bias", i);
-            rc |= plan_add(&p, 0, 0.1, (uint64_t)(s->kv_heads * hd), 0, "model.layers.%d.self_attn.v_proj.bias", i);
-        }
-        if (s->arch == MK_QWEN3_MOE || (s->arch == MK_GLM4_MOE && s->ds.qk_norm)) {
-            rc |= NORM(hd, "model.layers.%d.self_attn.q_norm.weight", i);
-            rc |= NORM(hd, "model.layers.%d.self_attn.k_norm.weight", i);
-        }
-        rc |= NORM(H, "model.layers.%d.post_attention_layernorm.weight", i);
-        if (s->arch == MK_MIXTRAL) {
-            rc |= LINEAR(s->experts, H, "model.layers.%d.block_sparse_moe.gate.weight", i);
-            for (int e = 0; e < s->experts; e++) {
-                rc |= LINEAR(EF, H, "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", i, e);
-                rc |= LINEAR(H, EF, "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", i, e);
-                rc |= LINEAR(EF, H, "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", i, e);
-            }
-        } else if (mk_is_deepseek_family(s) && !mk_layer_is_dense(s, i)) {
-            rc |= plan_deepseek_moe(&p, s, i);
-        } else if (!mk_layer_is_dense(s, i)) { /* qwen3_moe */
-            rc |= LINEAR(s->experts, H, "model.layers.%d.mlp.gate.weight", i);
-            for (int e = 0; e < s->experts; e++) {
-                rc |= LINEAR(EF, H, "model.layers.%d.mlp.experts.%d.gate_proj.weight", i, e);
-                rc |= LINEAR(EF, H, "model.layers.%d.mlp.experts.%d.up_proj.weight", i, e);
-                rc |= LINEAR(H, EF, "model.layers.%d.mlp.experts.%d.down_proj.weight", i, e);
-            }
-        } else {
-            rc |= LINEAR(F, H, "model.layers.%d.mlp.gate_proj.weight", i);
-            rc |= LINEAR(F, H, "model.layers.%d.mlp.up_proj.weight", i);
-            rc |= LINEAR(H, F, "model.layers.%d.mlp.down_proj.weight", i);
-        }
-    }
+    for (int i = 0; i < s->layers && rc == 0; i++)
+        rc |= plan_layer(&p, s, i);
     rc |= NORM(H, "model.norm.weight");
     if (!s->tie)
         rc |= plan_add(&p, 0, MK_LM_HEAD_GAIN / sqrt((double)H), (uint64_t)s->vocab, (uint64_t)H, "lm_head.weight");
+    /* MTP layers, named as the releases name them (model.layers.{layers + k}; DeepSeek-V3's carry their own
+     * embedding, every release a shared_head). Last: in the last shard(s), as the releases store them. */
+    for (int k = 0; mk_is_deepseek_family(s) && k < s->ds.mtp_layers && rc == 0; k++) {
+        const int i = s->layers + k;
+        rc |= NORM(H, "model.layers.%d.enorm.weight", i);
+        rc |= NORM(H, "model.layers.%d.hnorm.weight", i);
+        rc |= LINEAR(H, 2 * H, "model.layers.%d.eh_proj.weight", i);
+        if (s->arch == MK_DEEPSEEK_V3 || s->arch == MK_DEEPSEEK_V32)
+            rc |= plan_add(&p, 0, 1.0, (uint64_t)s->vocab, (uint64_t)H, "model.layers.%d.embed_tokens.weight", i);
+        rc |= plan_layer(&p, s, i);
+        rc |= NORM(H, "model.layers.%d.shared_head.norm.weight", i);
+        rc |= plan_add(&p, 0, MK_LM_HEAD_GAIN / sqrt((double)H), (uint64_t)s->vocab, (uint64_t)H,
+                       "model.layers.%d.shared_head.head.weight", i);
+    }
     if (rc) {
         free(p.t);
         return NULL;
@@ -172,7 +200,9 @@ mk_tensor *mk_plan_tensors(const mk_spec *s, size_t *n)
 
 static uint64_t tensor_elems(const mk_tensor *t)
 {
-    return t->ndim == 2 ? t->shape[0] * t->shape[1] : t->shape[0];
+    return t->ndim == 3   ? t->shape[0] * t->shape[1] * t->shape[2]
+           : t->ndim == 2 ? t->shape[0] * t->shape[1]
+                          : t->shape[0];
 }
 
 uint64_t mk_count_params(const mk_tensor *t, size_t n)
@@ -281,8 +311,8 @@ static int write_file(const mk_spec *s, const char *path, const mk_tensor *t, si
         uint64_t bytes = tensor_elems(&t[i]) * es;
         sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%llu", t[i].name, mk_dtype_st_name(s->dtype),
                   (unsigned long long)t[i].shape[0]);
-        if (t[i].ndim == 2)
-            sb_printf(&h, ",%llu", (unsigned long long)t[i].shape[1]);
+        for (int d = 1; d < t[i].ndim; d++)
+            sb_printf(&h, ",%llu", (unsigned long long)t[i].shape[d]);
         sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off, (unsigned long long)(off + bytes));
         off += bytes;
     }

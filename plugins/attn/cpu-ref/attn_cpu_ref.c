@@ -181,12 +181,14 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
         }
     }
 
-    /* 2. Each query row against its sequence's positions lo..pos. */
+    /* 2. Each query row against its sequence's positions lo..pos (this layer's window). */
+    const int64_t W = syk_attn_window(p, layer);
+    const float *sinks = syk_attn_sinks(p, layer);
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const int32_t *bt = b->block_table + (size_t)s * (size_t)b->max_blocks;
         for (int32_t t = b->tok_start[s]; t < b->tok_start[s + 1]; t++) {
             const int64_t pos = (int64_t)b->ctx_len[s] + (t - b->tok_start[s]);
-            const int64_t lo = p->sliding_window > 0 && pos - p->sliding_window + 1 > 0 ? pos - p->sliding_window + 1 : 0;
+            const int64_t lo = W > 0 && pos - W + 1 > 0 ? pos - W + 1 : 0;
             for (int32_t h = 0; h < p->n_heads; h++) {
                 const int32_t kvh = h / group;
                 const float *qh = io.q + t * io.ldq + (int64_t)h * D;
@@ -201,7 +203,9 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
                     if (a->score[j - lo] > mx)
                         mx = a->score[j - lo];
                 }
-                double sum = 0.0;
+                if (sinks && sinks[h] > mx) /* the sink joins the max: exp never overflows */
+                    mx = sinks[h];
+                double sum = sinks ? exp((double)sinks[h] - mx) : 0.0;
                 for (int64_t j = lo; j <= pos; j++) {
                     a->score[j - lo] = exp(a->score[j - lo] - mx);
                     sum += a->score[j - lo];

@@ -184,8 +184,8 @@ static const sy_plugin_desc desc = {
     .name = SY_ATTN_CPU_NAME,
     .version = PACKAGE_VERSION,
     .device = "cpu",
-    .description = "paged flash-style attention on the host: GQA, sliding window, F32/BF16/F16 KV cache, "
-                   "portable/AVX2/AVX-512",
+    .description = "paged flash-style attention on the host: GQA, sliding windows, attention sinks, F32/BF16/F16 KV "
+                   "cache, portable/AVX2/AVX-512",
     .keys = keys,
     .probe = probe,
     .create = create,

@@ -103,7 +103,7 @@ static void attend(const fwd_job *j, const item *it, float *scratch)
     const int64_t rows = it->nt * G;
     const int32_t *bt = b->block_table + (size_t)it->s * (size_t)b->max_blocks;
     const int64_t first_pos = (int64_t)b->ctx_len[it->s] + (it->t0 - b->tok_start[it->s]);
-    const int64_t W = a->p.sliding_window;
+    const int64_t W = syk_attn_window(&a->p, j->layer);
 
     /* Scratch: Q [rows, D] | S [rows, bs] | O [rows, DV] | m [rows] | l [rows], each 64-byte aligned. */
 #define ALIGN16(n) (((size_t)(n) + 15) & ~(size_t)15)
@@ -176,9 +176,17 @@ static void attend(const fwd_job *j, const item *it, float *scratch)
         kern->gemm_nn_acc[a->kvt](S, bs, V, DV, O, DV, rows, nv, DV);
     }
 
+    /* gpt-oss's sinks: one more exp(sink - m) in each row's denominator, no value. Rescaled to the larger of
+     * the row's max and the sink, so neither exponential overflows. */
+    const float *sinks = syk_attn_sinks(&a->p, j->layer);
     for (int64_t r = 0; r < rows; r++) {
         float *dst = j->io.out + (it->t0 + r / G) * j->io.ldo + (it->kvh * G + r % G) * DV;
-        const float inv = 1.0f / L[r];
+        float inv = 1.0f / L[r];
+        if (sinks) {
+            const float sk = sinks[it->kvh * G + r % G], m = M[r] > sk ? M[r] : sk;
+            const float a_row = expf(M[r] - m);
+            inv = a_row / (L[r] * a_row + expf(sk - m));
+        }
         for (int64_t d = 0; d < DV; d++)
             dst[d] = O[r * DV + d] * inv;
     }

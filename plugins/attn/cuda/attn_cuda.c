@@ -48,6 +48,7 @@ typedef struct attn_cuda {
     sy_dtype kvt;
     int prepared;
     void *kc, *vc;
+    float *sinks_dev;       /* the problem's sinks [n_layers * n_heads] on the GPU, or NULL */
     int64_t k_tile, v_tile; /* elements per (layer, KV head, block) tile */
     int32_t *meta_host;     /* packed step tables */
     int32_t *meta_sent;     /* what meta_dev holds now: meta_sent_n entries (0 = nothing valid) */
@@ -171,6 +172,9 @@ static void release(attn_cuda *a)
         cudaFree(a->kc);
     if (a->vc)
         cudaFree(a->vc);
+    if (a->sinks_dev)
+        cudaFree(a->sinks_dev);
+    a->sinks_dev = NULL;
     if (a->meta_dev)
         cudaFree(a->meta_dev);
     if (a->part)
@@ -234,6 +238,10 @@ static int check(const attn_cuda *a, const sy_attn_problem *p, sy_dtype *dt, sy_
                               SY_ATTN_NAME, need, dev, optin);
     }
     char fit[200];
+    if (a->tc_mode == SYAT_TC_FORCE && syk_attn_sinks(p, 0))
+        return sy_err_set(why, SY_ERR_UNSUPPORTED, "attn %s: prefill_kernel = tensor-cores: the tensor-core prefill "
+                          "kernel has no attention sinks, which this model has; use auto or cuda-cores",
+                          SY_ATTN_NAME);
     if (a->tc_mode == SYAT_TC_FORCE && !tc_fits(a, p, fit, sizeof fit))
         return sy_err_set(why, SY_ERR_UNSUPPORTED, "attn %s: prefill_kernel = tensor-cores: %s; use auto or cuda-cores",
                           SY_ATTN_NAME, fit);
@@ -255,15 +263,19 @@ static int supports(void *inst, const sy_attn_problem *p, sy_err *why)
 static int decide_tc(attn_cuda *a, const sy_attn_problem *p, sy_dtype dt, sy_err *err)
 {
     a->tc_on = 0;
-    if (a->tc_mode == SYAT_TC_CUDA_CORES)
+    if (a->tc_mode == SYAT_TC_CUDA_CORES || syk_attn_sinks(p, 0)) /* k_attend_tc has no sinks */
         return SY_OK;
     char fit[200] = "", why[300];
     const int fits = tc_fits(a, p, fit, sizeof fit);
     int pass = 0, warn = 0, rc;
     double worst = INFINITY;
     if (fits) {
+        /* The windowed path whenever some layer has a window: the kernel takes the window as a launch value. */
+        int32_t window = 0;
+        for (int32_t l = 0; l < p->n_layers && !window; l++)
+            window = syk_attn_window(p, l);
         const syat_tc_check_in in = {SY_ATTN_NAME, p->n_heads / p->n_kv_heads, p->head_dim, p->block_size,
-                                     p->sliding_window, dt, p->scale};
+                                     window, dt, p->scale};
         if ((rc = syat_tc_selfcheck(&in, &a->tc_opted_in, &pass, &worst, err)))
             return rc;
         sy_logf(a->host, SY_LOG_INFO, SY_ATTN_NAME, "tensor-core prefill self-check: relative error %.3g against "
@@ -303,10 +315,17 @@ static int prepare(void *inst, const sy_attn_problem *p, sy_err *err)
         e = cudaMemset(a->kc, 0, kb);
     if (e == cudaSuccess)
         e = cudaMemset(a->vc, 0, vb);
+    const size_t sink_bytes = sizeof(float) * (size_t)p->n_layers * (size_t)p->n_heads;
+    if (e == cudaSuccess && syk_attn_sinks(p, 0)) {
+        e = cudaMalloc((void **)&a->sinks_dev, sink_bytes);
+        if (e == cudaSuccess)
+            e = cudaMemcpy(a->sinks_dev, syk_attn_sinks(p, 0), sink_bytes, cudaMemcpyHostToDevice);
+    }
     if (e != cudaSuccess) {
         release(a);
         return sy_err_set(err, e == cudaErrorMemoryAllocation ? SY_ERR_NOMEM : SY_ERR_INTERNAL,
-                          "attn %s: KV cache of %zu bytes: %s", SY_ATTN_NAME, kb + vb, cudaGetErrorString(e));
+                          "attn %s: KV cache of %zu bytes (and the sinks): %s", SY_ATTN_NAME, kb + vb,
+                          cudaGetErrorString(e));
     }
     if (cudaDeviceGetAttribute(&a->sms, cudaDevAttrMultiProcessorCount, a->gpu) != cudaSuccess)
         a->sms = 0; /* unknown: never split */
@@ -538,8 +557,9 @@ static int forward(void *inst, int32_t layer, const sy_attn_batch *b, const sy_t
         .n_tokens = b->n_tokens, .n_seqs = b->n_seqs, .max_blocks = b->max_blocks,
         .n_kv_heads = a->p.n_kv_heads, .group = a->p.n_heads / a->p.n_kv_heads,
         .head_dim = a->p.head_dim, .v_head_dim = a->p.v_head_dim, .block_size = a->p.block_size,
-        .n_blocks = a->p.n_blocks, .layer = layer, .window = a->p.sliding_window,
+        .n_blocks = a->p.n_blocks, .layer = layer, .window = syk_attn_window(&a->p, layer),
         .scale = a->p.scale,
+        .sinks = a->sinks_dev ? a->sinks_dev + (size_t)layer * (size_t)a->p.n_heads : NULL,
         .n_splits = n_splits, .split_len = split_len, .part = a->part,
         .rows = use_tc ? meta_dev + plan_at : NULL, .n_rows = n_rows,
         .tiles = use_tc ? meta_dev + plan_at + n_rows : NULL, .n_tiles = n_tiles,
@@ -619,8 +639,8 @@ static const sy_plugin_desc desc = {
     .name = SY_ATTN_NAME,
     .version = PACKAGE_VERSION,
     .device = "cuda",
-    .description = "paged attention on NVIDIA GPUs (GQA, sliding window, F32/BF16/F16 KV cache; prefill on tensor "
-                   "cores once self-checked, decode split-K), tiles for this compute capability",
+    .description = "paged attention on NVIDIA GPUs (GQA, sliding windows, attention sinks, F32/BF16/F16 KV cache; "
+                   "prefill on tensor cores once self-checked, decode split-K), tiles for this compute capability",
     .keys = keys,
     .probe = probe,
     .create = create,

@@ -170,7 +170,12 @@ __global__ void __launch_bounds__(SY_ATTN_THREADS) k_attend(syat_params p)
     }
     for (int i = tid; i < G * DV; i += nth) {
         const int g = i / DV, d = i % DV;
-        p.out[(int64_t)t * p.ldo + ((int64_t)kvh * G + g) * DV + d] = so[i] / ssum[g];
+        float inv = 1.0f / ssum[g];
+        if (p.sinks) { /* rescaled to the larger of the row's max and the sink: neither exp overflows */
+            const float sk = p.sinks[kvh * G + g], m = fmaxf(smax[g], sk), a = expf(smax[g] - m);
+            inv = a / (ssum[g] * a + expf(sk - m));
+        }
+        p.out[(int64_t)t * p.ldo + ((int64_t)kvh * G + g) * DV + d] = so[i] * inv;
     }
 }
 
@@ -183,7 +188,9 @@ __global__ void k_combine(syat_params p)
     float mx = -INFINITY;
     for (int i = 0; i < NS; i++)
         mx = fmaxf(mx, part[(int64_t)i * (DV + 2) + DV]);
-    float sum = 0.0f;
+    if (p.sinks) /* the sink's term joins the sum once, scaled like the splits */
+        mx = fmaxf(mx, p.sinks[h]);
+    float sum = p.sinks ? expf(p.sinks[h] - mx) : 0.0f;
     for (int i = 0; i < NS; i++) {
         const float m = part[(int64_t)i * (DV + 2) + DV];
         if (m != -INFINITY) /* an empty split: no visible position */

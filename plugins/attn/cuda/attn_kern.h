@@ -22,6 +22,10 @@ typedef struct syat_params {
     int n_tokens, n_seqs, max_blocks;
     int n_kv_heads, group, head_dim, v_head_dim, block_size, n_blocks, layer, window;
     float scale;
+    /* gpt-oss's attention-sink logits of this layer's query heads ([n_kv_heads * group], device), or NULL:
+     * one more exp(sink - m) in each row's denominator. k_attend_tc has none (the plugin keeps such
+     * problems off it). */
+    const float *sinks;
     /* Split-K (flash-decoding): positions [i * split_len, (i + 1) * split_len) go to split i, each a block
      * of its own, and k_combine merges the splits' partial softmax. n_splits 1: no partials, no merge. */
     int n_splits, split_len;

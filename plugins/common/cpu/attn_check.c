@@ -51,6 +51,10 @@ int syk_attn_check_problem(const sy_attn_problem *p, sy_err *why)
     if (p->sliding_window < 0)
         return sy_err_set(why, SY_ERR_INVALID, "sliding_window %d: expected 0 (none) or a window > 0",
                           p->sliding_window);
+    for (int32_t l = 0; l < p->n_layers; l++)
+        if (syk_attn_window(p, l) < 0)
+            return sy_err_set(why, SY_ERR_INVALID, "layer_window[%d] = %d: expected 0 (full attention) or a window > 0",
+                              l, syk_attn_window(p, l));
     return SY_OK;
 }
 

@@ -99,6 +99,29 @@ void syk_silu_mul_vexp(const syk_kernels *k, float *out, const float *gate, cons
     }
 }
 
+void syk_swiglu_clamp_vexp(const syk_kernels *k, float *out, const float *gate, const float *up, int64_t n, float alpha,
+                           float limit)
+{
+    float e[256];
+    for (int64_t i0 = 0; i0 < n; i0 += 256) {
+        const int64_t m = n - i0 < 256 ? n - i0 : 256;
+        for (int64_t j = 0; j < m; j++) {
+            const float g = gate[i0 + j];
+            e[j] = -alpha * (g > limit ? limit : g);
+        }
+        k->vexp(e, e, m);
+        for (int64_t j = 0; j < m; j++) {
+            /* g > limit keeps a NaN gate NaN, as torch's clamp does. */
+            const float g0 = gate[i0 + j], g = g0 > limit ? limit : g0;
+            const float u0 = up[i0 + j], u = u0 > limit ? limit : u0 < -limit ? -limit : u0;
+            const float a = -alpha * g;
+            /* Past 87 the vector exp saturates; expf's inf gives the ~0 that g * sigmoid(alpha g) is there. */
+            const float glu = g / (1.0f + (a > 87.0f ? expf(a) : e[j]));
+            out[i0 + j] = (u + 1.0f) * glu;
+        }
+    }
+}
+
 void syk_add(float *acc, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)

@@ -42,13 +42,18 @@ int syk_qweight_check(const sy_tensor *w, char *why, size_t why_len)
         return -1;
     }
     if (w->dtype == SY_DTYPE_FP4_E2M1) {
-        if (w->scale_dtype != SY_DTYPE_FP8_E4M3 || b0 != 1 || b1 != 16) {
-            snprintf(why, why_len, "NVFP4 weights take F8_E4M3 scales per 16 elements of a row, found %s per [%lld, %lld]",
+        /* NVFP4: E4M3 scales per 16; MXFP4: E8M0 per 32. */
+        const int mx = w->scale_dtype == SY_DTYPE_E8M0, blk = mx ? 32 : 16;
+        if ((w->scale_dtype != SY_DTYPE_FP8_E4M3 && !mx) || b0 != 1 || b1 != blk) {
+            snprintf(why, why_len,
+                     "FP4 weights take F8_E4M3 scales per 16 elements of a row (NVFP4) or E8M0 per 32 (MXFP4), "
+                     "found %s per [%lld, %lld]",
                      sy_dtype_name(w->scale_dtype), (long long)b0, (long long)b1);
             return -1;
         }
-        if (K % 16 != 0) {
-            snprintf(why, why_len, "NVFP4 rows must hold a multiple of 16 elements, found K = %lld", (long long)K);
+        if (K % blk != 0) {
+            snprintf(why, why_len, "%s rows must hold a multiple of %d elements, found K = %lld", mx ? "MXFP4" : "NVFP4",
+                     blk, (long long)K);
             return -1;
         }
     }

@@ -4,7 +4,8 @@
  *  - FP8 E4M3 -> F16 by shifts (q * 2^-8, the 2^8 folded into the scale),
  *    then vcvtph2ps;
  *  - E2M1: vpermps on the low three bits of each nibble, the fourth bit
- *    moved to the sign.
+ *    moved to the sign (NVFP4 and MXFP4 alike: only the block scale's
+ *    decode, E4M3 or E8M0, differs).
  * Each vector is multiplied by its block's scale and fed to the FMAs of up
  * to QNR rows of x. Compiled for the target by pragma; only called after
  * syk_isa_usable() said yes.
@@ -30,6 +31,9 @@
 #define QMR 8 /* weight rows of the single-row (decode) tile */
 
 #define FP8 SY_DTYPE_FP8_E4M3
+#define NVF4 SY_DTYPE_FP4_E2M1
+/* MXFP4: FP4 data like NVFP4, E8M0 scales per 32 (a kernel instance of its own, so NVFP4's code is unchanged). */
+#define MXF4 (SY_DTYPE_COUNT + 1)
 
 /* 8 elements of a weight row starting at element e (not yet scaled). */
 INL __m256 deq8(const uint8_t *row, int64_t e, const int dt)
@@ -83,6 +87,8 @@ INL float blk_scale(const sy_tensor *w, int64_t srow, int64_t bc, const int dt)
 {
     if (dt == FP8)
         return ((const float *)w->scale)[srow + bc] * w->global_scale * 256.0f;
+    if (dt == MXF4)
+        return syk_e8m0_to_f32(((const uint8_t *)w->scale)[srow + bc]) * w->global_scale;
     return syk_fp8_e4m3_to_f32(((const uint8_t *)w->scale)[srow + bc]) * w->global_scale;
 }
 
@@ -108,7 +114,7 @@ INL void qslice(const syk_qcall *c, const float *x, float *out, int64_t j0, int6
         for (int j = 0; j < mr; j++)
             cacc[i][j] = _mm256_setzero_ps();
     int64_t kk = 0, bc = kabs / b1;
-    if (dt != FP8 && b1 == 16 && kabs % 16 == 0) {
+    if (dt == NVF4 && b1 == 16 && kabs % 16 == 0) {
         /* NVFP4: 8 blocks' FP8 scales are decoded as one vector (as deq8 decodes FP8 weights) and each block
          * broadcasts its own, instead of a scalar conversion per block and row: the same values, products and
          * order. */
@@ -333,7 +339,10 @@ static void qgemm_fp8(const syk_qcall *c)
 
 static void qgemm_fp4(const syk_qcall *c)
 {
-    qgemm(c, SY_DTYPE_FP4_E2M1);
+    if (c->w->scale_dtype == SY_DTYPE_E8M0)
+        qgemm(c, MXF4);
+    else
+        qgemm(c, NVF4);
 }
 
 #ifdef __clang__

@@ -195,6 +195,13 @@ void syk_rmsnorm_row(float *out, const float *x, const void *w, sy_dtype wdt, in
 void syk_silu_mul(float *out, const float *gate, const float *up, int64_t n);
 /* The same with k's vector exp (within 3 ulp): the exp was most of the op's time. */
 void syk_silu_mul_vexp(const syk_kernels *k, float *out, const float *gate, const float *up, int64_t n);
+/*
+ * gpt-oss's clamped SwiGLU with k's vector exp: g = min(gate, limit),
+ * u = clamp(up, -limit, limit), out = (u + 1) * g * sigmoid(alpha * g).
+ * out may alias either input.
+ */
+void syk_swiglu_clamp_vexp(const syk_kernels *k, float *out, const float *gate, const float *up, int64_t n, float alpha,
+                           float limit);
 /* acc += x. */
 void syk_add(float *acc, const float *x, int64_t n);
 /*

@@ -1,7 +1,10 @@
 /*
  * Quantised weights in libsykern: FP8 E4M3 (per-tensor or block scales, as
- * DeepSeek-V3 ships them) and NVFP4 (E2M1 nibbles, an FP8 scale per 16
- * elements and a global F32 scale, as NVIDIA ModelOpt writes them).
+ * DeepSeek-V3 ships them), NVFP4 (E2M1 nibbles, an FP8 scale per 16
+ * elements and a global F32 scale, as NVIDIA ModelOpt writes them) and
+ * MXFP4 (the same nibbles, an E8M0 power-of-two scale per 32, as gpt-oss
+ * ships its experts). NVFP4 and MXFP4 are one FP4 path: only the scale's
+ * decode and block width differ.
  *
  * The weight keeps its checkpoint bytes; the kernels dequantise in
  * registers (w = q * scale, one F32 multiply per element) and accumulate in
@@ -14,8 +17,9 @@
  *    scale_block = {b0, b1}; per-tensor is b0 = N, b1 = K (one scale).
  *  - dtype FP4_E2M1: logical shape [N, K], data K/2 bytes a row (element 2i
  *    in the low nibble); scale FP8_E4M3 [N, K/16] (scale_block {1, 16});
- *    global_scale multiplies every element.
- * In both, b1 is a multiple of 16 or covers all of K, so a 16-element
+ *    global_scale multiplies every element. MXFP4: the same data, scale
+ *    E8M0 [N, K/32] (scale_block {1, 32}; 2^(byte - 127), 0xFF NaN).
+ * In all, b1 is a multiple of 16 or covers all of K, so a 16-element
  * vector never straddles two scales.
  */
 #ifndef SY_CPU_SYKQUANT_H
@@ -50,6 +54,15 @@ static inline float syk_fp8_e4m3_to_f32(uint8_t b)
         memcpy(&f, &u, sizeof f);
     }
     return (b & 0x80u) ? -f : f;
+}
+
+/* E8M0 (OCP MX): 2^(b - 127); b = 0 is 2^-127 (an F32 subnormal), 0xFF NaN. */
+static inline float syk_e8m0_to_f32(uint8_t b)
+{
+    const uint32_t u = b == 0 ? 0x00400000u : b == 0xffu ? 0x7fc00000u : (uint32_t)b << 23;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
 
 /* E2M1: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives (bit 3 the sign). */
@@ -97,7 +110,7 @@ syk_qgemm_fn syk__qgemm_avx512(sy_dtype dt);
  */
 void syk_gemm_tile_q(const syk_kernels *kern, const syk_gemm *g, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 
-/* Scale of weight row `row` for the 16-element vector starting at column kcol (global folded in). */
+/* Scale of weight row `row` for the vector starting at column kcol (global folded in). */
 static inline float syk__qscale(const sy_tensor *w, int64_t row, int64_t kcol)
 {
     const int64_t b0 = w->scale_block[0], b1 = w->scale_block[1];
@@ -105,6 +118,8 @@ static inline float syk__qscale(const sy_tensor *w, int64_t row, int64_t kcol)
     const int64_t idx = (row / b0) * ldsc + kcol / b1;
     if (w->scale_dtype == SY_DTYPE_F32)
         return ((const float *)w->scale)[idx] * w->global_scale;
+    if (w->scale_dtype == SY_DTYPE_E8M0)
+        return syk_e8m0_to_f32(((const uint8_t *)w->scale)[idx]) * w->global_scale;
     return syk_fp8_e4m3_to_f32(((const uint8_t *)w->scale)[idx]) * w->global_scale;
 }
 

@@ -1,5 +1,6 @@
 /*
- * FP8 E4M3 and NVFP4 weights on device/cuda: the element decoders and the
+ * FP8 E4M3 and NVFP4 weights on device/cuda (and MXFP4's E8M0 scales for
+ * moe/cuda's tile load): the element decoders and the
  * scale indexing, written once for the kernels (quant_kern.cu) and for host
  * C (tests/unit/test_cuda_quant_index.c checks them against the CPU
  * plugin's syk_qweight_row, which defines the formats; see sykquant.h).
@@ -40,6 +41,15 @@ SYQ_FN float syq_fp8_to_f32(uint8_t b)
         memcpy(&f, &u, sizeof f);
     }
     return (b & 0x80u) ? -f : f;
+}
+
+/* E8M0 (MXFP4's block scale): 2^(b - 127), b = 0 the F32 subnormal 2^-127, 0xFF NaN (as syk_e8m0_to_f32). */
+SYQ_FN float syq_e8m0_to_f32(uint8_t b)
+{
+    const uint32_t u = b == 0 ? 0x00400000u : b == 0xffu ? 0x7fc00000u : (uint32_t)b << 23;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
 
 /* E2M1 nibble: 0, 0.5, 1, 1.5, 2, 3, 4, 6 (bit 3 the sign), computed instead of a table so device code needs no constant. */
@@ -103,6 +113,12 @@ SYQ_FN float syq_scale(const void *scale, int fp4, int64_t row, int64_t col, int
     const int64_t i = syq_scale_index(row, col, k, b0, b1);
     const float s = fp4 ? syq_fp8_to_f32(((const uint8_t *)scale)[i]) : ((const float *)scale)[i];
     return s * global;
+}
+
+/* MXFP4: the E8M0 scale of element (row, col) times the global scale, in F32 (as syk__qscale folds it). */
+SYQ_FN float syq_e8m0_scale(const void *scale, int64_t row, int64_t col, int64_t k, int64_t b0, int64_t b1, float global)
+{
+    return syq_e8m0_to_f32(((const uint8_t *)scale)[syq_scale_index(row, col, k, b0, b1)]) * global;
 }
 
 /* The code of element col of a row (NVFP4: element 2i in the low nibble of byte i, as the CPU reads it). */

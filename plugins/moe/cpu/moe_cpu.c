@@ -121,6 +121,7 @@ static void release(moe_cpu *m)
         for (int32_t l = 0; l < m->p.n_layers; l++) {
             free(m->layers[l].gate);
             free(m->layers[l].bias);
+            free(m->layers[l].gbias);
         }
         free(m->layers);
         m->layers = NULL;
@@ -189,7 +190,7 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     if (rc)
         return rc;
     release(m);
-    m->p = *p;
+    sy__moe_problem_copy(&m->p, p);
     m->e_first = 0;
     m->e_count = p->n_experts;
     m->layers = calloc((size_t)p->n_layers, sizeof *m->layers);
@@ -249,8 +250,8 @@ static int check_expert(const sy_tensor *t, const char *what, int32_t e, int64_t
         return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d %s: %s", e, what, why);
     if (!syk_wdtype_ok(t->dtype) && !syk_wdtype_quant(t->dtype))
         return sy_err_set(err, SY_ERR_UNSUPPORTED,
-                          "moe prepare_layer: expert %d %s is %s; expected F32, F16, BF16, F8_E4M3 or NVFP4", e, what,
-                          sy_dtype_name(t->dtype));
+                          "moe prepare_layer: expert %d %s is %s; expected F32, F16, BF16, F8_E4M3, NVFP4 or MXFP4", e,
+                          what, sy_dtype_name(t->dtype));
     if (syk_view2d(t, &r, &c, &ld) || t->ndim != 2)
         return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer: expert %d %s must be a 2-D matrix with contiguous "
                           "rows", e, what);
@@ -279,6 +280,12 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
             (rc = check_expert(&up[e], "up", e0 + e, m->p.inter, m->p.hidden, err)) ||
             (rc = check_expert(&down[e], "down", e0 + e, m->p.hidden, m->p.inter, err)))
             return rc;
+    /* The quantiser of activations = nvfp4 is NVFP4's (E4M3 scales per 16); MXFP4 experts would need MX activations. */
+    for (int32_t e = 0; e < EL && m->fp4act; e++)
+        if (gate[e].scale_dtype == SY_DTYPE_E8M0 || up[e].scale_dtype == SY_DTYPE_E8M0 ||
+            down[e].scale_dtype == SY_DTYPE_E8M0)
+            return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d is MXFP4 (E8M0 scales); "
+                              "activations = nvfp4 takes NVFP4 experts only: set [moe] activations = f32", e0 + e);
     double *bias = NULL;
     if (score_bias) {
         int64_t r, c, ld;
@@ -309,7 +316,60 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
     L->up = views + EL;
     L->down = views + 2 * EL;
     L->bias = bias;
+    free(L->gbias); /* new experts: their biases come after them */
+    L->gbias = L->ubias = L->dbias = NULL;
+    L->bias_ready = 0;
     L->ready = 1;
+    return SY_OK;
+}
+
+/* One [n] bias vector (F32, F16 or BF16) of expert e into dst as F32. */
+static int copy_bias(const sy_tensor *t, const char *what, int32_t e, int64_t n, float *dst, sy_err *err)
+{
+    int64_t r, c, ld;
+    if (!syk_wdtype_ok(t->dtype) || syk_view2d(t, &r, &c, &ld) || r != 1 || c != n || !t->data)
+        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: expert %d %s bias must be [%lld] "
+                          "F32/F16/BF16, found %s with %lld elements", e, what, (long long)n, sy_dtype_name(t->dtype),
+                          (long long)sy_tensor_numel(t));
+    syk_row_to_f32(dst, t->data, t->dtype, n);
+    return SY_OK;
+}
+
+/* has_bias: the experts' projection biases, kept as F32 and added by the GEMMs after each dot product. */
+static int prepare_layer_bias(void *inst, int32_t layer, const sy_tensor *gate_bias, const sy_tensor *up_bias,
+                              const sy_tensor *down_bias, sy_err *err)
+{
+    moe_cpu *m = inst;
+    if (!m->prepared)
+        return sy_err_set(err, SY_ERR_INVALID, "moe cpu: prepare_layer_bias before prepare");
+    if (layer < 0 || layer >= m->p.n_layers || !m->layers[layer].ready)
+        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: layer %d has no experts (prepare_layer "
+                          "first; layers [0, %d))", layer, m->p.n_layers);
+    if (!m->p.has_bias)
+        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: the problem's has_bias is 0");
+    if (!gate_bias || !up_bias)
+        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: gate_bias and up_bias arrays are required "
+                          "(down_bias may be NULL)");
+    const int32_t EL = m->e_count, e0 = m->e_first;
+    const int64_t F = m->p.inter, H = m->p.hidden;
+    float *b = malloc(sizeof(float) * (size_t)EL * (size_t)(2 * F + (down_bias ? H : 0)));
+    if (!b)
+        return sy_err_set(err, SY_ERR_NOMEM, "moe prepare_layer_bias: cannot allocate %d experts' biases", EL);
+    int rc = SY_OK;
+    for (int32_t e = 0; e < EL && !rc; e++)
+        if (!(rc = copy_bias(&gate_bias[e], "gate", e0 + e, F, b + (size_t)e * F, err)) &&
+            !(rc = copy_bias(&up_bias[e], "up", e0 + e, F, b + (size_t)(EL + e) * F, err)) && down_bias)
+            rc = copy_bias(&down_bias[e], "down", e0 + e, H, b + (size_t)2 * EL * F + (size_t)e * H, err);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    moe_layer *L = &m->layers[layer];
+    free(L->gbias);
+    L->gbias = b;
+    L->ubias = b + (size_t)EL * F;
+    L->dbias = down_bias ? b + (size_t)2 * EL * F : NULL;
+    L->bias_ready = 1;
     return SY_OK;
 }
 
@@ -335,6 +395,7 @@ static const sy_moe_ops ops = {
     .prepare_layer = prepare_layer,
     .forward = sy__moe_cpu_forward,
     .set_expert_range = set_expert_range,
+    .prepare_layer_bias = prepare_layer_bias,
 };
 
 /*
@@ -371,7 +432,8 @@ static const sy_plugin_desc desc = {
     .version = PACKAGE_VERSION,
     .device = "cpu",
     .description = "mixture of experts on the host: softmax/sigmoid routing, grouped top-k, grouped expert GEMMs "
-                   "on F32/F16/BF16, FP8 and NVFP4 weights, tiles from tuning tables",
+                   "on F32/F16/BF16, FP8, NVFP4 and MXFP4 weights, silu or gpt-oss's clamped swiglu, expert biases, tiles "
+                   "from tuning tables",
     .keys = keys,
     .probe = probe,
     .create = create,

@@ -16,6 +16,9 @@ typedef struct moe_layer {
     int ready;
     sy_tensor *gate, *up, *down; /* e_count views each (the caller's mmap stays valid) */
     double *bias;                /* n_experts, or NULL: selection-only score bias */
+    /* prepare_layer_bias (has_bias), F32 copies, e_count experts each: [e][inter], [e][inter], [e][hidden] or NULL. */
+    float *gbias, *ubias, *dbias;
+    int bias_ready;
 } moe_layer;
 
 typedef struct moe_cpu {
@@ -67,7 +70,13 @@ typedef struct moe_cpu {
  */
 void sy__moe_route(const sy_moe_problem *p, const float *logits, const double *bias, int32_t *ids, float *wts);
 
-/* Checks a problem; SY_OK or the reason. */
+/*
+ * *dst = *src as far as src->struct_size covers it, the rest zero (an ABI
+ * 1.0 host's problem: silu, no biases); dst->struct_size is ours.
+ */
+void sy__moe_problem_copy(sy_moe_problem *dst, const sy_moe_problem *src);
+
+/* Checks a problem (the ABI 1.1 fields too, when struct_size covers them); SY_OK or the reason. */
 int sy__moe_check_problem(const sy_moe_problem *p, sy_err *why);
 
 int sy__moe_cpu_forward(void *inst, int32_t layer, const sy_tensor *x, const sy_tensor *router_logits,

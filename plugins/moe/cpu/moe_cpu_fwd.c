@@ -4,7 +4,8 @@
  *   2. group the (token, expert) assignments by expert, tokens ascending
  *   3. gather each expert's input rows into one matrix
  *   4. act = silu(x_e . gate_e^T) * (x_e . up_e^T)   parallel over (expert, inter columns)
- *   5. y = act . down_e^T                              parallel over (expert, hidden columns)
+ *      (or gpt-oss's clamped swiglu; with has_bias each product plus its bias first)
+ *   5. y = act . down_e^T (+ down bias)                parallel over (expert, hidden columns)
  *   6. out[t] = sum_k w[t,k] y[row of (t,k)], in selection order (parallel over tokens)
  * With set_expert_range (expert parallelism) steps 2-6 take only the
  * selected experts this instance holds; routing (1) still ranks all of them.
@@ -98,8 +99,9 @@ static void quant_act_rows(void *arg, int64_t b, int64_t e, int worker)
     }
 }
 
+/* bias: NULL, or the experts' F32 biases [e_count][m_cols] (the GEMM adds them after the dot products). */
 static syk_gemm expert_gemm(const pass *ps, int32_t e, const sy_tensor *w, const float *x, const uint16_t *xb,
-                            int64_t k, float *out, int64_t m_cols)
+                            int64_t k, float *out, int64_t m_cols, const float *bias)
 {
     const moe_cpu *m = ps->m;
     int64_t r, c, ld;
@@ -110,7 +112,7 @@ static syk_gemm expert_gemm(const pass *ps, int32_t e, const sy_tensor *w, const
         .w = w->data,
         .wdtype = w->dtype,
         .ldw = ld,
-        .bias = NULL,
+        .bias = bias ? bias + (int64_t)e * m_cols : NULL,
         .bias_dtype = SY_DTYPE_F32,
         .out = out + (int64_t)m->offsets[e] * m_cols,
         .ldo = m_cols,
@@ -139,12 +141,17 @@ static void gate_up_items(void *arg, int64_t b, int64_t e_, int worker)
         const int64_t c1 = c0 + ps->chunk_cols < F ? c0 + ps->chunk_cols : F;
         if (c0 >= c1)
             continue;
-        const syk_gemm g = expert_gemm(ps, e, &ps->L->gate[e], m->xe, m->xeb, H, m->act, F);
-        const syk_gemm u = expert_gemm(ps, e, &ps->L->up[e], m->xe, m->xeb, H, m->upb, F);
+        const syk_gemm g = expert_gemm(ps, e, &ps->L->gate[e], m->xe, m->xeb, H, m->act, F, ps->L->gbias);
+        const syk_gemm u = expert_gemm(ps, e, &ps->L->up[e], m->xe, m->xeb, H, m->upb, F, ps->L->ubias);
         expert_tile(ps, &g, c0, c1);
         expert_tile(ps, &u, c0, c1);
+        const int clamp = m->p.activation == SY_MOE_ACT_SWIGLU_CLAMP;
         for (int64_t r = 0; r < g.n; r++) {
-            syk_silu_mul_vexp(m->kern, g.out + r * F + c0, g.out + r * F + c0, u.out + r * F + c0, c1 - c0);
+            if (clamp)
+                syk_swiglu_clamp_vexp(m->kern, g.out + r * F + c0, g.out + r * F + c0, u.out + r * F + c0, c1 - c0,
+                                      m->p.swiglu_alpha, m->p.swiglu_limit);
+            else
+                syk_silu_mul_vexp(m->kern, g.out + r * F + c0, g.out + r * F + c0, u.out + r * F + c0, c1 - c0);
             if (m->bdot) /* this item's columns of the down projection's input */
                 m->bdot->to_bf16(m->actb + ((int64_t)m->offsets[e] + r) * F + c0, g.out + r * F + c0, c1 - c0);
         }
@@ -163,7 +170,7 @@ static void down_items(void *arg, int64_t b, int64_t e_, int worker)
         const int64_t c1 = c0 + ps->chunk_cols < H ? c0 + ps->chunk_cols : H;
         if (c0 >= c1)
             continue;
-        const syk_gemm d = expert_gemm(ps, e, &ps->L->down[e], m->act, m->actb, F, m->ye, H);
+        const syk_gemm d = expert_gemm(ps, e, &ps->L->down[e], m->act, m->actb, F, m->ye, H, ps->L->dbias);
         expert_tile(ps, &d, c0, c1);
     }
 }
@@ -290,6 +297,9 @@ int sy__moe_cpu_forward(void *inst, int32_t layer, const sy_tensor *x, const sy_
         return sy_err_set(err, SY_ERR_INVALID, "moe cpu: forward before prepare");
     if (layer < 0 || layer >= m->p.n_layers || !m->layers[layer].ready)
         return sy_err_set(err, SY_ERR_INVALID, "moe forward: layer %d has no experts (prepare_layer not called)", layer);
+    if (m->p.has_bias && !m->layers[layer].bias_ready)
+        return sy_err_set(err, SY_ERR_INVALID, "moe forward: layer %d has no expert biases (the problem's has_bias is "
+                          "set; prepare_layer_bias not called after prepare_layer)", layer);
     pass ps;
     memset(&ps, 0, sizeof ps);
     int64_t ldl;

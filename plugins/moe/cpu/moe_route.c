@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "moe_cpu.h"
 #include "sykquant.h"
@@ -42,9 +43,29 @@ int sy__moe_check_problem(const sy_moe_problem *p, sy_err *why)
         return sy_err_set(why, SY_ERR_INVALID, "n_group %d: expected 0 or 1 (none) or a group count", p->n_group);
     }
     if (!syk_wdtype_ok(p->weight_dtype) && !syk_wdtype_quant(p->weight_dtype))
-        return sy_err_set(why, SY_ERR_UNSUPPORTED, "expert weights %s: moe cpu reads F32, F16, BF16, F8_E4M3 and NVFP4",
+        return sy_err_set(why, SY_ERR_UNSUPPORTED,
+                          "expert weights %s: moe cpu reads F32, F16, BF16, F8_E4M3, NVFP4 and MXFP4",
                           sy_dtype_name(p->weight_dtype));
+    sy_moe_problem q;
+    sy__moe_problem_copy(&q, p);
+    if (q.activation != SY_MOE_ACT_SILU && q.activation != SY_MOE_ACT_SWIGLU_CLAMP)
+        return sy_err_set(why, SY_ERR_UNSUPPORTED, "activation %d: moe cpu knows silu (%d) and gpt-oss's clamped "
+                          "swiglu (%d)", q.activation, SY_MOE_ACT_SILU, SY_MOE_ACT_SWIGLU_CLAMP);
+    if (q.activation == SY_MOE_ACT_SWIGLU_CLAMP &&
+        (!(q.swiglu_alpha > 0.0f) || isinf(q.swiglu_alpha) || !(q.swiglu_limit > 0.0f) || isinf(q.swiglu_limit)))
+        return sy_err_set(why, SY_ERR_INVALID, "swiglu_alpha %g, swiglu_limit %g: expected finite values > 0 "
+                          "(gpt-oss: 1.702 and 7)", (double)q.swiglu_alpha, (double)q.swiglu_limit);
+    if (q.has_bias != 0 && q.has_bias != 1)
+        return sy_err_set(why, SY_ERR_INVALID, "has_bias %d: expected 0 or 1", q.has_bias);
     return SY_OK;
+}
+
+void sy__moe_problem_copy(sy_moe_problem *dst, const sy_moe_problem *src)
+{
+    memset(dst, 0, sizeof *dst);
+    const size_t n = src->struct_size < sizeof *dst ? src->struct_size : sizeof *dst;
+    memcpy(dst, src, n);
+    dst->struct_size = (uint32_t)sizeof *dst;
 }
 
 void sy__moe_route(const sy_moe_problem *p, const float *logits, const double *bias, int32_t *ids, float *wts)

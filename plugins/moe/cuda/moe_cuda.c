@@ -17,11 +17,13 @@
  *      tiles the assignments and uploads them (the reference to compare
  *      the device path with; it synchronises every layer).
  *   2. on the device: gather the rows, grouped GEMMs for gate and up,
- *      silu * up, grouped GEMM for down, and a weighted combine per token
- *      in top-k order.
+ *      silu * up (with expert biases or gpt-oss's clamped swiglu: a
+ *      per-tile epilogue adding the biases, then the activation), grouped
+ *      GEMM for down (its bias added per tile), and a weighted combine per
+ *      token in top-k order.
  * Expert weights are uploaded once per layer into one [E, rows, cols]
  * buffer per matrix, in their own dtype: F32, F16, BF16, or FP8 E4M3 /
- * NVFP4 codes packed as the checkpoint has them with their scales in a
+ * NVFP4 / MXFP4 codes packed as the checkpoint has them with their scales in a
  * second buffer (decoded in the GEMM's weight tile load). With expert
  * parallelism (set_expert_range) only the range's experts are uploaded;
  * every token is still routed among all experts, and assignments to the
@@ -78,6 +80,9 @@ typedef struct moe_cuda_layer {
     moe_cuda_mat gate, up, down; /* [E, inter, hidden], [E, inter, hidden], [E, hidden, inter] */
     double *bias;                /* host [E] or NULL */
     double *d_bias;              /* the same on the device, or NULL */
+    /* prepare_layer_bias (has_bias): one device block of F32 [EL][inter] gate, [EL][inter] up, [EL][hidden] down
+     * (d_dbias NULL when the host gave none). */
+    float *d_gbias, *d_ubias, *d_dbias;
 } moe_cuda_layer;
 
 /* The `tile` key: the tables, the default variant, or one variant for every pass. */
@@ -213,9 +218,11 @@ static void layer_free(moe_cuda_layer *L)
     mat_free(&L->up);
     mat_free(&L->down);
     cudaFree(L->d_bias);
+    cudaFree(L->d_gbias);
     free(L->bias);
     L->bias = NULL;
     L->d_bias = NULL;
+    L->d_gbias = L->d_ubias = L->d_dbias = NULL;
 }
 
 static void release(moe_cuda *m)
@@ -256,7 +263,8 @@ static int check(const sy_moe_problem *p, sy_err *why)
     if (rc)
         return rc;
     if (!syk_wdtype_ok(p->weight_dtype) && !syk_wdtype_quant(p->weight_dtype))
-        return sy_err_set(why, SY_ERR_UNSUPPORTED, "expert weights %s: moe cuda reads F32, F16, BF16, F8_E4M3 and NVFP4",
+        return sy_err_set(why, SY_ERR_UNSUPPORTED,
+                          "expert weights %s: moe cuda reads F32, F16, BF16, F8_E4M3, NVFP4 and MXFP4",
                           sy_dtype_name(p->weight_dtype));
     return SY_OK;
 }
@@ -394,7 +402,7 @@ static int check_shape(int variant, sy_dtype dt, int64_t M, int64_t K, uint64_t 
             ce = cudaMemcpy(d[i], src[i], sizes[i], cudaMemcpyHostToDevice);
     }
     if (ce == cudaSuccess) {
-        const symk_qw q = {d[2], d[3], n_scales, b0, b1};
+        const symk_qw q = {d[2], d[3], n_scales, b0, b1, 0};
         const int quant = fp8 || fp4;
         const symk_qa qa = {d[8], fp4mma ? (uint8_t *)d[8] + A * ldc : NULL,
                             fp4mma ? (float *)((uint8_t *)d[8] + A * (ldc + lds)) : NULL, ldc, lds};
@@ -519,7 +527,7 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     if (rc || (rc = syc_enter(m->gpu, err, "moe cuda")))
         return rc;
     release(m);
-    m->p = *p;
+    sy__moe_problem_copy(&m->p, p);
     m->e_first = 0;
     m->e_count = p->n_experts;
     if (!m->route_host && p->n_experts > SYMK_GROUP_MAX_EXPERTS) {
@@ -620,7 +628,7 @@ static int upload_float(const sy_moe_problem *p, int32_t E, const sy_tensor *v, 
 static int upload_quant(const sy_moe_problem *p, int32_t E, int32_t e0, const sy_tensor *v, const char *what,
                         int64_t rows, int64_t cols, moe_cuda_mat *out, sy_err *err)
 {
-    const int fp4 = p->weight_dtype == SY_DTYPE_FP4_E2M1;
+    const int fp4 = p->weight_dtype == SY_DTYPE_FP4_E2M1, e8m0 = fp4 && v[0].scale_dtype == SY_DTYPE_E8M0;
     const int32_t b0 = v[0].scale_block[0], b1 = v[0].scale_block[1];
     for (int32_t e = 1; e < E; e++)
         if (v[e].scale_block[0] != b0 || v[e].scale_block[1] != b1 || v[e].scale_dtype != v[0].scale_dtype)
@@ -652,10 +660,10 @@ static int upload_quant(const sy_moe_problem *p, int32_t E, int32_t e0, const sy
     }
     if (ce != cudaSuccess)
         return syc_fail(err, ce, "moe prepare_layer: quantised expert upload");
-    out->q = (symk_qw){out->scale, out->global, (int64_t)n_scales, b0, b1};
-    /* The decoders read a sign bit and 0x7f (480) where the MMA's ue4m3 has neither: such a matrix takes a CUDA-core
-     * tile (run_pass). */
-    out->mma_scales = fp4;
+    out->q = (symk_qw){out->scale, out->global, (int64_t)n_scales, b0, b1, e8m0};
+    /* The decoders read a sign bit and 0x7f (480) where the MMA's ue4m3 has neither, and the fp4mma tiles know no
+     * E8M0 (MXFP4): such a matrix takes a CUDA-core tile (run_pass). */
+    out->mma_scales = fp4 && !e8m0;
     for (int32_t e = 0; e < E && out->mma_scales; e++)
         for (size_t i = 0; i < n_scales && out->mma_scales; i++)
             out->mma_scales = ((const uint8_t *)v[e].scale)[i] <= 0x7e;
@@ -663,8 +671,8 @@ static int upload_quant(const sy_moe_problem *p, int32_t E, int32_t e0, const sy
 }
 
 /* Checks E views of one matrix against the problem and uploads them into out. */
-static int upload_experts(const sy_moe_problem *p, int32_t E, int32_t e0, const sy_tensor *v, const char *what,
-                          int64_t rows, int64_t cols, moe_cuda_mat *out, sy_err *err)
+static int upload_experts(const sy_moe_problem *p, int fp4act, int32_t E, int32_t e0, const sy_tensor *v,
+                          const char *what, int64_t rows, int64_t cols, moe_cuda_mat *out, sy_err *err)
 {
     const int quant = syk_wdtype_quant(p->weight_dtype);
     for (int32_t e = 0; e < E; e++) {
@@ -682,6 +690,9 @@ static int upload_experts(const sy_moe_problem *p, int32_t E, int32_t e0, const 
                               (long long)(t->ndim > 1 ? t->shape[1] : 0));
         if (quant && syk_qweight_check(t, why, sizeof why))
             return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d %s: %s", e0 + e, what, why);
+        if (fp4act && t->scale_dtype == SY_DTYPE_E8M0)
+            return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d %s is MXFP4 (E8M0 scales); "
+                              "activations = nvfp4 takes NVFP4 experts only: set [moe] activations = f32", e0 + e, what);
     }
     return quant ? upload_quant(p, E, e0, v, what, rows, cols, out, err) : upload_float(p, E, v, rows, cols, out, err);
 }
@@ -728,9 +739,9 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
         }
     }
     const int32_t EL = m->e_count, e0 = m->e_first;
-    if ((rc = upload_experts(&m->p, EL, e0, gate, "gate", m->p.inter, m->p.hidden, &L.gate, err)) ||
-        (rc = upload_experts(&m->p, EL, e0, up, "up", m->p.inter, m->p.hidden, &L.up, err)) ||
-        (rc = upload_experts(&m->p, EL, e0, down, "down", m->p.hidden, m->p.inter, &L.down, err))) {
+    if ((rc = upload_experts(&m->p, m->fp4act, EL, e0, gate, "gate", m->p.inter, m->p.hidden, &L.gate, err)) ||
+        (rc = upload_experts(&m->p, m->fp4act, EL, e0, up, "up", m->p.inter, m->p.hidden, &L.up, err)) ||
+        (rc = upload_experts(&m->p, m->fp4act, EL, e0, down, "down", m->p.hidden, m->p.inter, &L.down, err))) {
         layer_free(&L);
         return rc;
     }
@@ -746,6 +757,67 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
                     i == 0 ? "gate" : i == 1 ? "up" : "down");
     layer_free(&m->layers[layer]);
     m->layers[layer] = L;
+    return SY_OK;
+}
+
+/* has_bias: the experts' projection biases as F32 on the device, added in the expert epilogue (symk_bias_act). */
+static int prepare_layer_bias(void *inst, int32_t layer, const sy_tensor *gate_bias, const sy_tensor *up_bias,
+                              const sy_tensor *down_bias, sy_err *err)
+{
+    moe_cuda *m = inst;
+    if (!m->prepared)
+        return sy_err_set(err, SY_ERR_INVALID, "moe cuda: prepare_layer_bias before prepare");
+    int rc = syc_enter(m->gpu, err, "moe cuda");
+    if (rc)
+        return rc;
+    if (layer < 0 || layer >= m->p.n_layers || !m->layers[layer].gate.w)
+        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: layer %d has no experts (prepare_layer first; "
+                          "layers [0, %d))", layer, m->p.n_layers);
+    if (!m->p.has_bias)
+        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: the problem's has_bias is 0");
+    if (!gate_bias || !up_bias)
+        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: gate_bias and up_bias arrays are required "
+                          "(down_bias may be NULL)");
+    const int32_t EL = m->e_count, e0 = m->e_first;
+    const int64_t F = m->p.inter, H = m->p.hidden;
+    const size_t n = (size_t)EL * (size_t)(2 * F + (down_bias ? H : 0));
+    float *b = malloc(sizeof(float) * n);
+    if (!b)
+        return sy_err_set(err, SY_ERR_NOMEM, "moe prepare_layer_bias: cannot allocate %d experts' biases", EL);
+    for (int32_t e = 0; e < EL && !rc; e++) {
+        const sy_tensor *t[3] = {&gate_bias[e], &up_bias[e], down_bias ? &down_bias[e] : NULL};
+        const int64_t len[3] = {F, F, H};
+        float *dst[3] = {b + (size_t)e * F, b + (size_t)(EL + e) * F, b + (size_t)2 * EL * F + (size_t)e * H};
+        static const char *const what[3] = {"gate", "up", "down"};
+        for (int i = 0; i < 3 && !rc && t[i]; i++) {
+            if ((t[i]->dtype != SY_DTYPE_F32 && t[i]->dtype != SY_DTYPE_F16 && t[i]->dtype != SY_DTYPE_BF16) ||
+                sy_tensor_numel(t[i]) != len[i] || t[i]->stride[t[i]->ndim > 0 ? t[i]->ndim - 1 : 0] != 1 ||
+                !t[i]->data)
+                rc = sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: expert %d %s bias must be [%lld] "
+                                "F32/F16/BF16, found %s with %lld elements", e0 + e, what[i], (long long)len[i],
+                                sy_dtype_name(t[i]->dtype), (long long)sy_tensor_numel(t[i]));
+            else
+                syk_row_to_f32(dst[i], t[i]->data, t[i]->dtype, len[i]);
+        }
+    }
+    float *d = NULL;
+    if (!rc) {
+        cudaError_t ce = cudaMalloc((void **)&d, sizeof(float) * n);
+        if (ce == cudaSuccess)
+            ce = cudaMemcpy(d, b, sizeof(float) * n, cudaMemcpyHostToDevice);
+        if (ce != cudaSuccess) {
+            cudaFree(d);
+            rc = syc_fail(err, ce, "moe prepare_layer_bias: expert bias upload");
+        }
+    }
+    free(b);
+    if (rc)
+        return rc;
+    moe_cuda_layer *L = &m->layers[layer];
+    cudaFree(L->d_gbias);
+    L->d_gbias = d;
+    L->d_ubias = d + (size_t)EL * F;
+    L->d_dbias = down_bias ? d + (size_t)2 * EL * F : NULL;
     return SY_OK;
 }
 
@@ -860,10 +932,17 @@ static int run_pass(moe_cuda *m, const moe_cuda_layer *L, const float *x, int64_
         symk_quant_rows(m->d_xe, rows, H, &m->qx, cnt);
     symk_grouped_gemm(vg, m->d_xe, &m->qx, H, L->gate.w, wdt, q ? &L->gate.q : NULL, F, d_tiles, nt, cnt, m->d_act);
     symk_grouped_gemm(vu, m->d_xe, &m->qx, H, L->up.w, wdt, q ? &L->up.q : NULL, F, d_tiles, nt, cnt, m->d_up);
-    symk_silu_mul(m->d_act, m->d_up, rows, F, cnt);
+    if (L->d_gbias || m->p.activation != SY_MOE_ACT_SILU)
+        symk_bias_act(m->p.activation == SY_MOE_ACT_SWIGLU_CLAMP ? SYMK_ACT_SWIGLU_CLAMP : SYMK_ACT_SILU,
+                      m->p.swiglu_alpha, m->p.swiglu_limit, m->d_act, m->d_up, L->d_gbias, L->d_ubias, F, d_tiles, nt,
+                      cnt);
+    else
+        symk_silu_mul(m->d_act, m->d_up, rows, F, cnt);
     if (m->fp4act)
         symk_quant_rows(m->d_act, rows, F, &m->qf, cnt);
     symk_grouped_gemm(vd, m->d_act, &m->qf, F, L->down.w, wdt, q ? &L->down.q : NULL, H, d_tiles, nt, cnt, m->d_ye);
+    if (L->d_dbias) /* before the routing weight, as the model adds it */
+        symk_add_bias(m->d_ye, L->d_dbias, H, d_tiles, nt, cnt);
     symk_combine(m->d_ye, H, m->d_meta + A, m->d_wts, n, (int)K, out + t0 * ldo, ldo);
     return syc_launched(err, "moe forward");
 }
@@ -879,6 +958,9 @@ static int forward(void *inst, int32_t layer, const sy_tensor *x, const sy_tenso
         return rc;
     if (layer < 0 || layer >= m->p.n_layers || !m->layers[layer].gate.w)
         return sy_err_set(err, SY_ERR_INVALID, "moe forward: layer %d has no experts (prepare_layer first)", layer);
+    if (m->p.has_bias && !m->layers[layer].d_gbias)
+        return sy_err_set(err, SY_ERR_INVALID, "moe forward: layer %d has no expert biases (the problem's has_bias is "
+                          "set; prepare_layer_bias not called after prepare_layer)", layer);
     if (m->route_host && syc_capturing())
         return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe cuda: [moe] routing = host copies each layer's router logits "
                           "to the host, which a recorded step (CUDA graph) cannot hold; set [moe] routing = device to "
@@ -921,6 +1003,7 @@ static const sy_moe_ops ops = {
     .prepare_layer = prepare_layer,
     .forward = forward,
     .set_expert_range = set_expert_range,
+    .prepare_layer_bias = prepare_layer_bias,
 };
 
 /*
@@ -972,8 +1055,9 @@ static const sy_plugin_desc desc = {
     .version = PACKAGE_VERSION,
     .device = "cuda",
     .description = "mixture of experts on NVIDIA GPUs (portable): the CPU plugin's routing on the device (or the host), "
-                   "grouped expert GEMMs on F32/F16/BF16, FP8 E4M3 and NVFP4 weights with F32 accumulation on CUDA "
-                   "cores or tensor cores (mma.sync, wgmma on sm_90a; self-checked), NVFP4-quantised activations (W4A4) "
+                   "grouped expert GEMMs on F32/F16/BF16, FP8 E4M3, NVFP4 and MXFP4 weights with F32 accumulation on CUDA "
+                   "cores or tensor cores (mma.sync, wgmma on sm_90a; self-checked), silu or gpt-oss's clamped swiglu "
+                   "with expert biases, NVFP4-quantised activations (W4A4) "
                    "with block-scaled FP4 tensor cores on sm_120a, tiles from tuning tables, expert parallelism",
     .keys = keys,
     .probe = probe,

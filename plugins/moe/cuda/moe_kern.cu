@@ -1,7 +1,8 @@
 /*
  * moe/cuda kernels: gather, a grouped GEMM over the experts' row groups
  * (portable CUDA cores, F32 accumulation of F32 activations times F32/F16/
- * BF16 weights, the CPU plugin's arithmetic), silu * up, and a weighted
+ * BF16 weights, the CPU plugin's arithmetic), silu * up (or, with expert
+ * biases or gpt-oss's clamped swiglu, a per-tile epilogue), and a weighted
  * combine that sums each token's experts in top-k order (no atomics: the
  * result does not depend on scheduling).
  *
@@ -9,7 +10,7 @@
  * SYMK_VARIANTS (moe_kern.h). Each output is one running fmaf over k from 0
  * up, whatever the variant's k slice: the tiles change which block computes
  * an output, never the order its products are summed in, so every variant
- * gives the same bits (tests/gpu/test_cuda_ops.c checks it). FP8 and NVFP4
+ * gives the same bits (tests/gpu/test_cuda_ops.c checks it). FP8, NVFP4 and MXFP4
  * weights stay packed in GPU memory and are decoded in the weight tile's
  * load by device/cuda's decoders (device_quant.h), to the CPU's values.
  *
@@ -328,6 +329,64 @@ extern "C" void symk_silu_mul(float *g, const float *u, int64_t rows, int64_t n,
 {
     if (rows * n > 0)
         k_silu_mul<<<syc_ew_blocks(rows * n), SYC_EW_THREADS>>>(g, u, rows * n, n, cnt);
+}
+
+/*
+ * One block per row tile (the tile names its expert): gate and up biases,
+ * then the activation, with the CPU plugin's operations in its order
+ * (sum + bias, then the clamp and g / (1 + e^(-alpha g))).
+ */
+__global__ void k_bias_act(int act, float alpha, float limit, float *g, const float *u, const float *gb,
+                           const float *ub, int64_t n, const symk_tile *tiles, int64_t t0, const symk_counts *cnt)
+{
+    const int64_t t = t0 + blockIdx.x;
+    if (cnt && t >= (int64_t)cnt->tiles)
+        return;
+    const symk_tile tl = tiles[t];
+    const float *gbe = gb ? gb + (int64_t)tl.expert * n : NULL, *ube = ub ? ub + (int64_t)tl.expert * n : NULL;
+    for (int64_t i = threadIdx.x; i < (int64_t)tl.rows * n; i += blockDim.x) {
+        const int64_t r = tl.row0 + i / n, c = i % n;
+        float gv = g[r * n + c], uv = u[r * n + c];
+        if (gbe) {
+            gv = __fadd_rn(gv, gbe[c]);
+            uv = __fadd_rn(uv, ube[c]);
+        }
+        if (act == SYMK_ACT_SWIGLU_CLAMP) {
+            gv = gv > limit ? limit : gv; /* a NaN stays NaN, as torch's clamp keeps it */
+            uv = uv > limit ? limit : uv < -limit ? -limit : uv;
+            g[r * n + c] = __fmul_rn(__fadd_rn(uv, 1.0f), __fdiv_rn(gv, __fadd_rn(1.0f, expf(-alpha * gv))));
+        } else {
+            g[r * n + c] = __fmul_rn(__fdiv_rn(gv, __fadd_rn(1.0f, expf(-gv))), uv);
+        }
+    }
+}
+
+extern "C" void symk_bias_act(int act, float alpha, float limit, float *g, const float *u, const float *gb,
+                              const float *ub, int64_t n, const symk_tile *tiles, int64_t n_tiles, const symk_counts *cnt)
+{
+    if (n_tiles > 0 && n > 0) /* gridDim.x goes to 2^31 - 1: one launch */
+        k_bias_act<<<(unsigned)n_tiles, 256>>>(act, alpha, limit, g, u, gb, ub, n, tiles, 0, cnt);
+}
+
+__global__ void k_add_bias(float *y, const float *db, int64_t n, const symk_tile *tiles, int64_t t0,
+                           const symk_counts *cnt)
+{
+    const int64_t t = t0 + blockIdx.x;
+    if (cnt && t >= (int64_t)cnt->tiles)
+        return;
+    const symk_tile tl = tiles[t];
+    const float *b = db + (int64_t)tl.expert * n;
+    for (int64_t i = threadIdx.x; i < (int64_t)tl.rows * n; i += blockDim.x) {
+        const int64_t r = tl.row0 + i / n, c = i % n;
+        y[r * n + c] = __fadd_rn(y[r * n + c], b[c]);
+    }
+}
+
+extern "C" void symk_add_bias(float *y, const float *db, int64_t n, const symk_tile *tiles, int64_t n_tiles,
+                              const symk_counts *cnt)
+{
+    if (n_tiles > 0 && n > 0)
+        k_add_bias<<<(unsigned)n_tiles, 256>>>(y, db, n, tiles, 0, cnt);
 }
 
 __global__ void k_combine(const float *ye, int64_t hidden, const int32_t *slot, const float *wts, int64_t T, int top_k,

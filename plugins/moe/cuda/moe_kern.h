@@ -119,9 +119,10 @@ int symk_fp4_attrs(int v, symk_attrs *out);
 #define SYMK_FP4 4
 
 /*
- * The scales of one matrix of every expert (FP8 / NVFP4, device memory):
- * expert e's are scale + e * scale_stride (elements: F32 for FP8, E4M3
- * bytes for NVFP4), row-major [ceil(M/b0), ceil(K/b1)]; its codes are
+ * The scales of one matrix of every expert (FP8 / NVFP4 / MXFP4, device
+ * memory): expert e's are scale + e * scale_stride (elements: F32 for FP8,
+ * E4M3 bytes for NVFP4, E8M0 bytes for MXFP4 when e8m0 is set, b1 = 32),
+ * row-major [ceil(M/b0), ceil(K/b1)]; its codes are
  * w + e * M * row_bytes, row after row (plugins/device/cuda/device_quant.h's
  * layout); global[e] its global scale. An element is q * (scale * global),
  * the CPU plugin's value.
@@ -131,6 +132,7 @@ typedef struct symk_qw {
     const float *global;
     int64_t scale_stride;
     int32_t b0, b1;
+    int32_t e8m0; /* FP4 data with E8M0 scales (MXFP4); the fp4mma tiles never get such a matrix */
 } symk_qw;
 
 /*
@@ -188,6 +190,20 @@ void symk_wgmma_gemm(int v, const float *xe, int64_t K, const void *w, int wdt, 
                      const symk_tile *tiles, int64_t n_tiles, const symk_counts *cnt, float *out);
 /* g = silu(g) * u over rows x n (rows: at most A, cnt->rows when cnt is not NULL). */
 void symk_silu_mul(float *g, const float *u, int64_t rows, int64_t n, const symk_counts *cnt);
+/* The activations of sy_moe_activation (plugin.h). */
+#define SYMK_ACT_SILU 0
+#define SYMK_ACT_SWIGLU_CLAMP 1
+/*
+ * The expert epilogue after the gate and up GEMMs, per row tile (n_tiles,
+ * the first cnt->tiles when cnt is not NULL): gb and ub (F32 [experts][n],
+ * device memory, both or neither NULL) added to g and u of the tile's
+ * expert, then g = act(g, u): silu(g) * u, or gpt-oss's
+ * (clamp(u, -limit, limit) + 1) * min(g, limit) * sigmoid(alpha min(g, limit)).
+ */
+void symk_bias_act(int act, float alpha, float limit, float *g, const float *u, const float *gb, const float *ub,
+                   int64_t n, const symk_tile *tiles, int64_t n_tiles, const symk_counts *cnt);
+/* y[row] += db[expert] over each tile's rows (db F32 [experts][n], device memory): the down projection's bias. */
+void symk_add_bias(float *y, const float *db, int64_t n, const symk_tile *tiles, int64_t n_tiles, const symk_counts *cnt);
 /*
  * Device routing of T tokens (moe_route_dev.h per token, one thread each;
  * logits [T, ldl], bias [E] or NULL, scratch sized by symk_route_scratch)

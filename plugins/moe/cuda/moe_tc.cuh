@@ -15,7 +15,7 @@
 #include "moe_kern.h"
 #include "sycuda_conv.cuh"
 
-/* Weight (gm, gk) of expert e's [M, K] matrix: F32/F16/BF16 as stored, FP8/NVFP4 as q * (scale * global). */
+/* Weight (gm, gk) of expert e's [M, K] matrix: F32/F16/BF16 as stored, FP8/NVFP4/MXFP4 as q * (scale * global). */
 __device__ __forceinline__ float symk_load_weight(const void *w, int wdt, const symk_qw &q, int64_t e, int64_t M,
                                                   int64_t K, int64_t gm, int64_t gk)
 {
@@ -26,6 +26,8 @@ __device__ __forceinline__ float symk_load_weight(const void *w, int wdt, const 
     const uint8_t *row = (const uint8_t *)w + (e * M + gm) * rb;
     const void *sc = fp4 ? (const void *)((const uint8_t *)q.scale + e * q.scale_stride)
                          : (const void *)((const float *)q.scale + e * q.scale_stride);
+    if (q.e8m0) /* MXFP4: the same codes, a power-of-two scale per 32 (global folded in first, as the CPU does) */
+        return syq_mul(syq_code(row, 1, gk), syq_e8m0_scale(sc, gm, gk, K, q.b0, q.b1, q.global[e]));
     return syq_mul(syq_code(row, fp4, gk), syq_scale(sc, fp4, gm, gk, K, q.b0, q.b1, q.global[e]));
 }
 
