@@ -393,10 +393,17 @@ static int qwen3moe_extra(const sy_json_reader *r, const json_t *root, sy_model_
         rc = sy__mjson_bool(r, root, NULL, "norm_topk_prob", false, &cfg->norm_topk_prob);
     if (rc == SY_OK)
         rc = sy__mjson_int(r, root, NULL, "decoder_sparse_step", false, 1, 1, INT32_MAX, &cfg->decoder_sparse_step);
+    /* Qwen3MoeConfig keeps sliding_window only under use_sliding_window, and then every layer slides
+     * (no max_window_layers, unlike Qwen2 and dense Qwen3). */
+    bool use_window = false;
     if (rc == SY_OK)
-        rc = unsupported_bool(r, root, "use_sliding_window", "per-layer sliding windows are not implemented");
+        rc = sy__mjson_bool(r, root, NULL, "use_sliding_window", false, &use_window);
+    if (rc == SY_OK)
+        rc = use_window ? read_sliding_window(r, root, 4096, cfg) : SY_OK;
     if (rc != SY_OK)
         return rc;
+    if (!use_window)
+        cfg->sliding_window = 0;
     int n_only = 0;
     int32_t *only = calloc((size_t)cfg->n_layers, sizeof *only);
     if (!only)
@@ -409,7 +416,6 @@ static int qwen3moe_extra(const sy_json_reader *r, const json_t *root, sy_model_
             cfg->layer_is_moe[only[k]] = 0;
     }
     free(only);
-    cfg->sliding_window = 0;
     cfg->o_bias = cfg->attention_bias; /* Qwen3MoeAttention biases o_proj too */
     return rc;
 }
@@ -634,7 +640,8 @@ static int deepseek_v32_extra(const sy_json_reader *r, const json_t *root, sy_mo
  */
 static int gptoss_extra(const sy_json_reader *r, const json_t *root, sy_model_config *cfg)
 {
-    int rc = sy__mjson_int(r, root, NULL, "num_local_experts", false, 128, 1, MAX_EXPERTS, &cfg->n_experts);
+    static const char *const alias[] = {"num_experts"}; /* GptOssConfig.attribute_map */
+    int rc = read_expert_count(r, root, "num_local_experts", alias, 1, 1, 128, cfg);
     if (rc == SY_OK)
         rc = sy__mjson_int(r, root, NULL, "num_experts_per_tok", false, 4, 1, cfg->n_experts, &cfg->top_k);
     if (rc == SY_OK)

@@ -506,10 +506,7 @@ static void test_moe(void)
     CHECK(rc == SY_OK && c.norm_topk_prob && c.decoder_sparse_step == 1 && c.layer_is_moe[0] && c.layer_is_moe[3],
           "qwen3 defaults: %s", err.msg);
     sy_model_config_free(&c);
-    cfg = qwen3_cfg();
-    json_object_set_new(cfg, "use_sliding_window", json_true());
-    rc = config("qwen3-window", cfg, NULL, &c, &err);
-    CHECK_ERR(rc, err.msg, "'use_sliding_window'", "not supported");
+    /* use_sliding_window is read now: tests/unit/test_model_windows.c. */
 
     /* Mixtral: every layer MoE, experts sized by intermediate_size. */
     cfg = llama_cfg();

@@ -127,6 +127,22 @@ static void test_qwen_windows(void)
               "chunked_attention");
 }
 
+/* Qwen3MoeConfig: use_sliding_window makes every layer slide (it has no max_window_layers); it was refused. */
+static void test_qwen3moe_windows(void)
+{
+    json_t *cfg = qwen_cfg("Qwen3MoeForCausalLM");
+    json_object_set_new(cfg, "num_experts", json_integer(0));
+    expect("qwen3moe-off", json_deep_copy(cfg), "0,0,0,0", 0);
+    json_object_set_new(cfg, "sliding_window", json_integer(8));
+    expect("qwen3moe-unused", json_deep_copy(cfg), "0,0,0,0", 0);
+    json_object_set_new(cfg, "use_sliding_window", json_true());
+    json_object_set_new(cfg, "max_window_layers", json_integer(2)); /* not Qwen3-MoE's: ignored, as transformers does */
+    expect("qwen3moe-window", json_deep_copy(cfg), "8,8,8,8", 0);
+    json_object_del(cfg, "sliding_window");
+    json_object_set_new(cfg, "max_position_embeddings", json_integer(8192));
+    expect("qwen3moe-default", cfg, "4096,4096,4096,4096", 0);
+}
+
 static void test_qwen_attention(void)
 {
     sy_model_config c;
@@ -163,6 +179,7 @@ int main(void)
     if (tm_mkdtemp(tmp, sizeof tmp) != 0)
         return 1;
     test_qwen_windows();
+    test_qwen3moe_windows();
     test_qwen_attention();
     tm_rmtree(tmp);
     if (tm_failures) {
