@@ -933,18 +933,7 @@ static const sy_arch_desc arch_table[] = {
         .default_rms_eps = 1e-5,
         .default_rope_theta = 10000.0,
         .parse_extra = glm_moe_dsa_extra,
-        .tensors =
-            {
-                MLA_TENSORS,
-                LLAMA_MLP_TENSORS,
-                DEEPSEEK_MOE_TENSORS,
-                [SY_ROLE_IDX_WQ_B] = "model.layers.{L}.self_attn.indexer.wq_b.weight",
-                [SY_ROLE_IDX_WK] = "model.layers.{L}.self_attn.indexer.wk.weight",
-                [SY_ROLE_IDX_K_NORM] = "model.layers.{L}.self_attn.indexer.k_norm.weight",
-                [SY_ROLE_IDX_K_NORM_B] = "model.layers.{L}.self_attn.indexer.k_norm.bias",
-                [SY_ROLE_IDX_WPROJ] = "model.layers.{L}.self_attn.indexer.weights_proj.weight",
-                MTP_TENSORS,
-            },
+        .tensors = {MLA_TENSORS, LLAMA_MLP_TENSORS, DEEPSEEK_MOE_TENSORS, DSA_INDEXER_TENSORS, MTP_TENSORS},
     },
     {
         .arch = SY_ARCH_DEEPSEEK_V32,
