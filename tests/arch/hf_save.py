@@ -91,6 +91,11 @@ def cases():
         COMMON, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=80,
         moe_intermediate_size=24, num_experts=4, num_experts_per_tok=2, attention_bias=True), TOK_GPT2,
         {"num_experts": True})
+    # Qwen3MoeConfig: use_sliding_window slides every layer (no max_window_layers there).
+    c["qwen3moe-window8"] = (Qwen3MoeConfig, Qwen3MoeForCausalLM, dict(
+        COMMON, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=80,
+        moe_intermediate_size=24, num_experts=4, num_experts_per_tok=2, use_sliding_window=True,
+        sliding_window=8), TOK_GPT2, {"num_experts": True})
     # q_lora, yarn (mscale_all_dim scales the softmax), 2 groups of 4 experts, one dense layer.
     c["deepseek-v3-yarn"] = (DeepseekV3Config, DeepseekV3ForCausalLM, mla(num_hidden_layers=3, q_lora_rank=24, n_group=2, topk_group=1, first_k_dense_replace=1,
         routed_scaling_factor=2.5, rope_parameters=dict(ROPE_YARN_MLA)), TOK_LLAMA, {"rope_type_key": "type"})
@@ -140,6 +145,7 @@ PROBES = {
     "mixtral-window12": {"sliding_window 12": {"sliding_window": None}},
     "qwen3moe": {"norm_topk_prob": {"norm_topk_prob": False}},
     "qwen3moe-attention-bias": {"attention biases": {"attention_bias": False}},
+    "qwen3moe-window8": {"sliding_window 8": {"use_sliding_window": False, "sliding_window": None}},
     "deepseek-v3-yarn": {"yarn": NO_ROPE, "expert groups": {"n_group": 1, "topk_group": 1}},
     "deepseek-v3-no-q-lora": {"norm_topk_prob false": {"norm_topk_prob": True}},
     "glm4moe-partial-rotary": {"partial_rotary_factor 0.5": {
