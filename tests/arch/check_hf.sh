@@ -15,7 +15,9 @@ STEPS=24
 py="$HF_VENV/bin/python"
 if ! "$py" -c 'import torch, transformers, safetensors, numpy' 2>/dev/null; then
     echo "check-hf: installing torch and transformers into $HF_VENV (once)"
-    python3 -m venv "$HF_VENV" && "$HF_VENV/bin/pip" install --quiet torch transformers safetensors numpy || {
+    # The versions these comparisons were last checked with: a newer transformers may change a default.
+    python3 -m venv "$HF_VENV" && "$HF_VENV/bin/pip" install --quiet "torch==${HF_TORCH:-2.15.0}" \
+        "transformers==${HF_TRANSFORMERS:-5.24.0}" safetensors numpy || {
         echo "FAIL: cannot install torch and transformers into $HF_VENV" >&2
         exit 1
     }

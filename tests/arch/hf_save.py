@@ -97,10 +97,12 @@ def cases():
         moe_intermediate_size=24, num_experts=4, num_experts_per_tok=2, use_sliding_window=True,
         sliding_window=8), TOK_GPT2, {"num_experts": True})
     # q_lora, yarn (mscale_all_dim scales the softmax), 2 groups of 4 experts, one dense layer.
-    c["deepseek-v3-yarn"] = (DeepseekV3Config, DeepseekV3ForCausalLM, mla(num_hidden_layers=3, q_lora_rank=24, n_group=2, topk_group=1, first_k_dense_replace=1,
+    c["deepseek-v3-yarn"] = (DeepseekV3Config, DeepseekV3ForCausalLM, mla(
+        num_hidden_layers=3, q_lora_rank=24, n_group=2, topk_group=1, first_k_dense_replace=1,
         routed_scaling_factor=2.5, rope_parameters=dict(ROPE_YARN_MLA)), TOK_LLAMA, {"rope_type_key": "type"})
-    c["deepseek-v3-no-q-lora"] = (DeepseekV3Config, DeepseekV3ForCausalLM, mla(q_lora_rank=None, n_group=1, topk_group=1, first_k_dense_replace=0, n_shared_experts=2,
-        norm_topk_prob=False, routed_scaling_factor=1.5), TOK_LLAMA, {"rope_type_key": "type"})
+    c["deepseek-v3-no-q-lora"] = (DeepseekV3Config, DeepseekV3ForCausalLM, mla(
+        q_lora_rank=None, n_group=1, topk_group=1, first_k_dense_replace=0, n_shared_experts=2, norm_topk_prob=False,
+        routed_scaling_factor=1.5), TOK_LLAMA, {"rope_type_key": "type"})
     c["glm4moe-partial-rotary"] = (Glm4MoeConfig, Glm4MoeForCausalLM, dict(
         COMMON, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
         intermediate_size=96, moe_intermediate_size=24, n_routed_experts=8, num_experts_per_tok=2, n_group=2,
@@ -109,8 +111,9 @@ def cases():
         TOK_LLAMA, {})
     # index_topk 4 of a 26-token prompt; layer 2 reuses layer 1's selection. 16 indexer heads: with 2, both
     # relus are often 0 and exact ties at the top-k boundary are broken one way by torch.topk, another by us.
-    c["glm5-dsa-topk4"] = (GlmMoeDsaConfig, GlmMoeDsaForCausalLM, mla(num_hidden_layers=3, q_lora_rank=24, first_k_dense_replace=1, index_topk=4,
-        index_n_heads=16, index_head_dim=16, indexer_types=["full", "full", "shared"],
+    c["glm5-dsa-topk4"] = (GlmMoeDsaConfig, GlmMoeDsaForCausalLM, mla(
+        num_hidden_layers=3, q_lora_rank=24, first_k_dense_replace=1, index_topk=4, index_n_heads=16,
+        index_head_dim=16, indexer_types=["full", "full", "shared"],
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0}), TOK_LLAMA,
         {"drop": ["layer_types", "mlp_layer_types"]})
     # q/k/v biases, tied, layers >= max_window_layers slide over 8.
@@ -127,8 +130,9 @@ def cases():
         COMMON, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
         intermediate_size=32, num_local_experts=4, num_experts_per_tok=2, sliding_window=8,
         rope_parameters=dict(ROPE_YARN)), TOK_GPT2, {})
-    c["deepseek-v32-topk4"] = (DeepseekV32Config, DeepseekV32ForCausalLM, mla(num_hidden_layers=3, q_lora_rank=24, n_group=2, topk_group=1, first_k_dense_replace=1,
-        index_topk=4, index_n_heads=16, index_head_dim=16, rope_parameters=dict(ROPE_YARN_MLA)), TOK_LLAMA,
+    c["deepseek-v32-topk4"] = (DeepseekV32Config, DeepseekV32ForCausalLM, mla(
+        num_hidden_layers=3, q_lora_rank=24, n_group=2, topk_group=1, first_k_dense_replace=1, index_topk=4,
+        index_n_heads=16, index_head_dim=16, rope_parameters=dict(ROPE_YARN_MLA)), TOK_LLAMA,
         {"rope_type_key": "type", "drop": ["layer_types", "mlp_layer_types"]})
     return c
 
