@@ -1,6 +1,6 @@
-# The W4A4 mode's activation quantiser (plugins/common/moe/symoe_fp4act.h)
-# against brute-force oracles, and moe cpu with activations = nvfp4 against
-# a float64 reference on the dequantised values (no GPU needed).
+# The W4A4 modes' activation quantisers (plugins/common/moe/symoe_fp4act.h)
+# against brute-force oracles, and moe cpu with activations = nvfp4 / mxfp4
+# against a float64 reference on the dequantised values (no GPU needed).
 TESTS += tests/unit/test_moe_fp4act
 check_PROGRAMS += tests/unit/test_moe_fp4act
 tests_unit_test_moe_fp4act_SOURCES = tests/unit/test_moe_fp4act.c plugins/common/moe/symoe_fp4act.h $(SY_CPU_TEST_HARNESS)

@@ -1109,16 +1109,18 @@ static void compare_w4a4(const char *op, const char *cas, const float *got, cons
 
 /*
  * A moe instance of plugin spec ("cpu" / "cuda") with activations = nvfp4
- * and, unless NULL, tile = tile; *cfg_out its configuration, to free after it.
+ * (mxfp4 when mx) and, unless NULL, tile = tile; *cfg_out its
+ * configuration, to free after it.
  */
-static sy_plugin_inst *open_fp4act(sy_loader *ld, sy_host_ctx *host, const char *spec, const char *tile,
+static sy_plugin_inst *open_fp4act(sy_loader *ld, sy_host_ctx *host, const char *spec, const char *tile, int mx,
                                    sy_config **cfg_out)
 {
     sy_config *cfg = sy_config_new();
     char set[96];
     sy_err err = {{0}};
     snprintf(set, sizeof set, "moe.tile=%s", tile ? tile : "");
-    if (!cfg || sy_config_set(cfg, "moe.activations=nvfp4", &err) || (tile && sy_config_set(cfg, set, &err)))
+    if (!cfg || sy_config_set(cfg, mx ? "moe.activations=mxfp4" : "moe.activations=nvfp4", &err) ||
+        (tile && sy_config_set(cfg, set, &err)))
         die("set-up", &err);
     *cfg_out = cfg;
     return open_inst(ld, host, cfg, SY_KIND_MOE, spec, spec, "moe");
@@ -1134,10 +1136,13 @@ static sy_plugin_inst *open_fp4act(sy_loader *ld, sy_host_ctx *host, const char 
  * pass the self-check (printed in the log as "tile fp4mma... self-check:
  * relative error ...") and its output be within 1e-4 of the default's and
  * of moe cpu's; elsewhere it must be refused for its compute capability.
- * The mode must change the outputs (against activations = f32).
+ * The mode must change the outputs (against activations = f32). With mx
+ * the same for activations = mxfp4 on MXFP4 experts (E8M0 scales per 32,
+ * 2^-6 .. 2^-3): the fp4mma tiles' MX form (kind::mxf4).
  */
-static void test_moe_fp4act(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
+static void test_moe_fp4act(sy_loader *ld, sy_host_ctx *host, side *c, side *g, int mx)
 {
+    const char *fmt = mx ? "MXFP4" : "NVFP4";
     const int32_t E = 8, K = 2, H = 256, F = 192;
     sy_moe_problem p = {.struct_size = sizeof p, .n_layers = 1, .n_experts = E, .top_k = K, .hidden = H, .inter = F,
                         .scoring = SY_MOE_SOFTMAX, .norm_topk_prob = 1, .routed_scaling_factor = 1.0f,
@@ -1146,9 +1151,14 @@ static void test_moe_fp4act(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
     sy_tensor gate[8], up[8], down[8];
     for (int e = 0; e < E; e++) {
         const float gl = 0.002f * (float)(1 + e % 3);
-        qw[3 * e] = make_qweight(p.weight_dtype, F, H, 1, 16, gl);
-        qw[3 * e + 1] = make_qweight(p.weight_dtype, F, H, 1, 16, gl);
-        qw[3 * e + 2] = make_qweight(p.weight_dtype, H, F, 1, 16, gl);
+        for (int i = 0; i < 3; i++) {
+            const int64_t rows = i < 2 ? F : H, cols = i < 2 ? H : F;
+            qw[3 * e + i] = make_qweight(p.weight_dtype, rows, cols, 1, mx ? 32 : 16, mx ? 1.0f : gl);
+            for (int64_t j = 0; mx && j < rows * cols / 32; j++) /* E8M0 2^-6 .. 2^-3 */
+                qw[3 * e + i].scales[j] = (uint8_t)(121 + rand_byte() % 4);
+            if (mx)
+                qw[3 * e + i].t.scale_dtype = SY_DTYPE_E8M0;
+        }
         gate[e] = qw[3 * e].t, up[e] = qw[3 * e + 1].t, down[e] = qw[3 * e + 2].t;
     }
     tile_candidates_fn cands = NULL;
@@ -1163,8 +1173,8 @@ static void test_moe_fp4act(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
     printf("%-4s %-14s %d block-scaled FP4 tiles among %d candidates (expected 3)\n", n_fp4 != 3 ? "FAIL" : "ok",
            "moe fp4 tiles", n_fp4, nv);
     sy_config *cpu_cfg, *gpu_cfg, *tile_cfg;
-    sy_plugin_inst *cpu_i = open_fp4act(ld, host, "cpu", NULL, &cpu_cfg);
-    sy_plugin_inst *gpu_i = open_fp4act(ld, host, "cuda", NULL, &gpu_cfg);
+    sy_plugin_inst *cpu_i = open_fp4act(ld, host, "cpu", NULL, mx, &cpu_cfg);
+    sy_plugin_inst *gpu_i = open_fp4act(ld, host, "cuda", NULL, mx, &gpu_cfg);
     float *x = rand_f32((size_t)(37 * H), 1.0f), *logits = rand_f32((size_t)(37 * E), 3.0f);
     static const int ns[] = {1, 37};
     for (int k = 0; k < 2; k++) {
@@ -1173,24 +1183,24 @@ static void test_moe_fp4act(sy_loader *ld, sy_host_ctx *host, side *c, side *g)
         float *cpu = moe_fwd(c, cpu_i, &p, gate, up, down, NULL, x, logits, n);
         float *ref = moe_fwd(g, gpu_i, &p, gate, up, down, NULL, x, logits, n);
         float *f32 = moe_fwd(c, c->moe, &p, gate, up, down, NULL, x, logits, n);
-        snprintf(cas, sizeof cas, "NVFP4 W4A4, %d tok, default tile", n);
+        snprintf(cas, sizeof cas, "%s W4A4, %d tok, default tile", fmt, n);
         if (cpu && ref)
             compare_w4a4("moe w4a4", cas, ref, cpu, n, H, 1e-5);
         if (cpu && f32) { /* the mode is on: the f32 outputs are far from the W4A4 ones */
-            double mx = 0, diff = 0;
+            double amax = 0, diff = 0;
             for (int i = 0; i < n * H; i++)
-                mx = fmax(mx, fabs((double)cpu[i])), diff = fmax(diff, fabs((double)cpu[i] - (double)f32[i]));
+                amax = fmax(amax, fabs((double)cpu[i])), diff = fmax(diff, fabs((double)cpu[i] - (double)f32[i]));
             checks++;
-            failures += !(diff > 1e-3 * mx);
+            failures += !(diff > 1e-3 * amax);
             printf("%-4s %-14s %-44s rel %.2e from activations = f32 (must exceed 1e-3)\n",
-                   diff > 1e-3 * mx ? "ok" : "FAIL", "moe w4a4", cas, diff / (mx > 0 ? mx : 1));
+                   diff > 1e-3 * amax ? "ok" : "FAIL", "moe w4a4", cas, diff / (amax > 0 ? amax : 1));
         }
         for (int v = 0; v < nv; v++) {
             if (!is_fp4_tile(names[v]))
                 continue;
-            sy_plugin_inst *mi = open_fp4act(ld, host, "cuda", names[v], &tile_cfg);
+            sy_plugin_inst *mi = open_fp4act(ld, host, "cuda", names[v], mx, &tile_cfg);
             sy_err err = {{0}};
-            snprintf(cas, sizeof cas, "NVFP4 W4A4, %d tok, tile %s", n, names[v]);
+            snprintf(cas, sizeof cas, "%s W4A4, %d tok, tile %s", fmt, n, names[v]);
             const int rc = mi->ops ? ((const sy_moe_ops *)mi->ops)->prepare(mi->inst, &p, &err) : -1;
             if (rc && strstr(err.msg, "compute capability 12.0 only")) {
                 checks++;
@@ -1854,7 +1864,8 @@ int main(int argc, char **argv)
     test_moe_tiles(ld, &host, &g);
     test_moe_quant_routing(ld, &host, &c, &g);
     test_moe_tc(ld, &host, &c, &g);
-    test_moe_fp4act(ld, &host, &c, &g);
+    test_moe_fp4act(ld, &host, &c, &g, 0);
+    test_moe_fp4act(ld, &host, &c, &g, 1);
     test_graphs(ld, &host, &c);
 
     sy_plugin_inst *insts[] = {g.moe, gt.attn, g.attn, g.dev, gr.dev, c.moe, c.attn};

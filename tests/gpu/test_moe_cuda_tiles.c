@@ -43,10 +43,12 @@ static const int tc_regs_sm90[SYMK_N_MMA + SYMK_N_WGMMA] = {56, 64, 100, 40, 72}
 static const int64_t tc_smem[SYMK_N_MMA + SYMK_N_WGMMA] = {11520, 15360, 30720, 18432, 24576};
 /*
  * The block-scaled FP4 tiles (SYMK_FP4_VARIANTS order), the same report
- * (plugins/moe/cuda/moe_fp4.res): sm_120a registers, static shared memory
- * (cols + rows) x (k / 2 code bytes + 16 padding + k / 16 scale bytes).
+ * (plugins/moe/cuda/moe_fp4.res): sm_120a registers (the larger of the
+ * NVFP4 and MX forms', as symk_fp4_attrs reports: 40 / 46, 48 / 48,
+ * 76 / 76), static shared memory (cols + rows) x (k / 2 code bytes + 16
+ * padding + k / 16 scale bytes), the same in both forms.
  */
-static const int fp4_regs_sm120a[SYMK_N_FP4] = {40, 48, 76};
+static const int fp4_regs_sm120a[SYMK_N_FP4] = {46, 48, 76};
 static const int64_t fp4_smem[SYMK_N_FP4] = {6336, 8448, 16896};
 
 /* The warnings sytune_load logs, collected. */
@@ -266,8 +268,9 @@ static void test_table(const char *dir)
     snprintf(bad, sizeof bad, "%s[tokens=256]\ntile = fp4mma128x64x128\n", TABLE);
     write_file(path, bad);
     CHECK(sytune_read(path, 8, 96, 64, SY_DTYPE_BF16, &s, &t, &err) == SY_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(err.msg, "t.ini:12: [tokens=256] tile fp4mma128x64x128 multiplies NVFP4 experts by NVFP4-quantised "
-                            "activations: it needs NVFP4 experts and [moe] activations = nvfp4");
+    CHECK_CONTAINS(err.msg, "t.ini:12: [tokens=256] tile fp4mma128x64x128 multiplies FP4 experts by FP4-quantised "
+                            "activations: it needs NVFP4 experts and [moe] activations = nvfp4, or MXFP4 experts and "
+                            "activations = mxfp4");
     fit.fp4_act = 1;
     CHECK(sytune_read(path, 8, 96, 64, SY_DTYPE_BF16, &s, &t, &err) == SY_OK);
     CHECK(t.n == 4 && t.entry[3][0] == symt_find("fp4mma128x64x128"));
@@ -526,6 +529,61 @@ static void test_fp4_fragments(void)
         for (int c = 0; c < 8; c++)
             eq &= d[m][c] == want[m][c];
     CHECK(eq);
+    /*
+     * The scale words of both forms (symf_sf_slot, the kernel's staging of a
+     * 128-k slice) against the PTX table (symf_spec_sf_k): the scale of every
+     * k lands in the word of k's m16n8k64 step, at a byte the MMA reads
+     * (below vec) whose k range holds k; no two blocks share a byte.
+     */
+    for (int vec = 2; vec <= 4; vec += 2) {
+        const int blk = 64 / vec;
+        int used[8] = {0}, sbad = 0;
+        for (int k = 0; k < 128; k++) {
+            const int j = k / blk, slot = symf_sf_slot(vec, j), word = slot / 4, b = slot % 4;
+            sbad += word != k / 64 || b >= vec || k % 64 < symf_spec_sf_k(vec, b) ||
+                    k % 64 >= symf_spec_sf_k(vec, b) + blk;
+            if (k % blk == 0)
+                sbad += used[slot]++ != 0;
+        }
+        CHECK(sbad == 0);
+    }
+    CHECK(symf_spec_sf_k(2, 1) == 32 && symf_spec_sf_k(4, 3) == 48 && symf_sf_slot(2, 3) == 5);
+    /*
+     * The MX form's whole m16n8k64 (kind::mxf4, scale_vec::2X): the same
+     * registers, a slice's E8M0 bytes staged into words by symf_sf_slot, the
+     * MMA reading byte b of the word for k from symf_spec_sf_k(2, b),
+     * against the direct product with each row's scale of k / 32.
+     */
+    uint8_t xa[16][4], xb[8][4], wa[16][8] = {{0}}, wb[8][8] = {{0}};
+    for (int i = 0; i < 16 * 4; i++) {
+        xa[i / 4][i % 4] = (uint8_t)(120 + i % 9);
+        xb[(i / 4) % 8][i % 4] = (uint8_t)(118 + i % 13);
+    }
+    for (int m = 0; m < 16; m++)
+        for (int j = 0; j < 4; j++)
+            wa[m][symf_sf_slot(2, j)] = xa[m][j];
+    for (int c = 0; c < 8; c++)
+        for (int j = 0; j < 4; j++)
+            wb[c][symf_sf_slot(2, j)] = xb[c][j];
+    int mx_eq = 1;
+    for (int step = 0; step < 2; step++)
+        for (int m = 0; m < 16; m++)
+            for (int c = 0; c < 8; c++) {
+                double got = 0, ref = 0;
+                const int lane_a = 4 * (m % 8) + (m >= 8), lane_b = 4 * c;
+                for (int k = 0; k < 64; k++) {
+                    int b = 0;
+                    while (b + 1 < 2 && symf_spec_sf_k(2, b + 1) <= k)
+                        b++;
+                    const double sa = ldexp(1, wa[symf_sfa_row(lane_a)][4 * step + b] - 127);
+                    const double sb = ldexp(1, wb[symf_sfb_col(lane_b)][4 * step + b] - 127);
+                    got += A[m][k] * sa * B[k][c] * sb;
+                    ref += A[m][k] * ldexp(1, xa[m][(64 * step + k) / 32] - 127) * B[k][c] *
+                           ldexp(1, xb[c][(64 * step + k) / 32] - 127);
+                }
+                mx_eq &= got == ref;
+            }
+    CHECK(mx_eq);
 }
 
 static void test_lookup(const char *dir)

@@ -1,6 +1,6 @@
 /*
- * The W4A4 mode's activation quantiser (plugins/common/moe/symoe_fp4act.h)
- * and moe cpu with `activations = nvfp4`, no GPU needed.
+ * The W4A4 modes' activation quantisers (plugins/common/moe/symoe_fp4act.h)
+ * and moe cpu with `activations = nvfp4` / `mxfp4`, no GPU needed.
  *
  * Quantiser: its E4M3 and E2M1 roundings against brute-force oracles
  * written here (every code decoded independently, the nearest taken, ties
@@ -19,6 +19,10 @@
  * first seed whose data keep every such decision clear of that margin
  * (and says which). The bound: 4e-6 of each output's magnitude sum; the
  * same layer with activations = f32 must miss it by far (the mode is on).
+ *
+ * activations = mxfp4 the same way: the MXFP4 quantiser (syx_, E8M0 per 32)
+ * against an oracle (the least power of two s with 6 s >= bamax, codes by
+ * e2m1_oracle), and moe cpu on MXFP4 experts against float64.
  */
 #include "config.h"
 
@@ -52,6 +56,12 @@ static int e4m3_oracle(double f)
 }
 
 static const double E2M1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+
+/* E2M1 nibble's value from the table. */
+static double e2m1_def_q(int nib)
+{
+    return (nib & 8 ? -1 : 1) * E2M1[nib & 7];
+}
 
 static int e2m1_oracle(double r)
 {
@@ -134,6 +144,57 @@ static void check_roundings(th_rng *r)
 }
 
 /* Quantises x[0..k) with the header; values into out. Returns g. */
+static float quant_mx(const float *x, int k, uint8_t *codes, uint8_t *scales, float *out)
+{
+    syx_quant_row(x, k, codes, scales);
+    for (int i = 0; i < k; i++)
+        out[i] = syx_value(codes, scales, i);
+    return 1.0f;
+}
+
+/* MXFP4 rows against the oracle: scale bytes and every element's code; NaN rows all NaN, zero blocks zero. */
+static void check_mx_rows(th_rng *r)
+{
+    enum { K = 96 };
+    float x[K], v[K];
+    uint8_t codes[K / 2], sc[K / 32];
+    for (int it = 0; it < 3000; it++) {
+        const double mag = ldexp(1, th_int(r, -140, 120));
+        for (int i = 0; i < K; i++)
+            x[i] = (float)(th_uniform(r, -6, 6) * mag);
+        if (it % 7 == 0) /* exact grid points: a block whose amax is 6 * 2^e round-trips */
+            for (int i = 0; i < 32; i++)
+                x[i] = i == 0 ? 48.0f : (float)(E2M1[th_int(r, 0, 7)] * 8 * (i & 1 ? -1 : 1));
+        if (it % 11 == 0)
+            for (int i = 32; i < 64; i++)
+                x[i] = 0.0f;
+        quant_mx(x, K, codes, sc, v);
+        for (int b = 0; b < K / 32; b++) {
+            double bamax = 0;
+            for (int j = 32 * b; j < 32 * b + 32; j++)
+                bamax = fmax(bamax, fabs(x[j]));
+            int e = -127;
+            while (e < 127 && 6 * ldexp(1, e) < bamax)
+                e++;
+            const int want = bamax > 0 ? e + 127 : 127;
+            TH_CHECK(sc[b] == want, "mxfp4 block %d (bamax %.9g): scale byte %d, oracle %d", b, bamax, sc[b], want);
+            const double s = ldexp(1, sc[b] - 127);
+            for (int j = 32 * b; j < 32 * b + 32; j++) {
+                const int nib = (codes[j / 2] >> (4 * (j & 1))) & 15, o = e2m1_oracle(x[j] / s);
+                TH_CHECK(nib == o, "mxfp4 x = %.9g, scale 2^%d: code %d, oracle %d", x[j], sc[b] - 127, nib, o);
+                TH_CHECK((double)v[j] == e2m1_def_q(o) * s, "mxfp4 value %.9g, expected %.9g", v[j], e2m1_def_q(o) * s);
+            }
+        }
+        if (it % 7 == 0)
+            for (int i = 0; i < 32; i++)
+                TH_CHECK(v[i] == x[i], "mxfp4 grid point %.9g came back as %.9g", x[i], v[i]);
+    }
+    x[17] = INFINITY;
+    quant_mx(x, K, codes, sc, v);
+    for (int i = 0; i < K; i++)
+        TH_CHECK(isnan(v[i]), "mxfp4 Inf row: element %d is %g, expected NaN", i, v[i]);
+}
+
 static float quant(const float *x, int k, uint8_t *codes, uint8_t *scales, float *out)
 {
     float g;
@@ -248,6 +309,26 @@ static double e2m1_def(int nib)
     return (nib & 8 ? -1 : 1) * E2M1[nib & 7];
 }
 
+/* MXFP4: E8M0 scales per 32, 2^-9 .. 2^-5, global 1; v as make_nvw's. */
+static void make_mxw(th_rng *r, nvw *w, int64_t rows, int64_t cols)
+{
+    for (int64_t i = 0; i < rows * cols / 2; i++)
+        w->codes[i] = (uint8_t)th_int(r, 0, 255);
+    for (int64_t i = 0; i < rows * cols / 32; i++)
+        w->scales[i] = (uint8_t)th_int(r, 127 - 9, 127 - 5);
+    w->t = sy_tensor_2d(w->codes, SY_DTYPE_FP4_E2M1, rows, cols);
+    w->t.scale = w->scales;
+    w->t.scale_dtype = SY_DTYPE_E8M0;
+    w->t.scale_block[0] = 1;
+    w->t.scale_block[1] = 32;
+    w->t.global_scale = 1.0f;
+    w->v = malloc(sizeof(double) * (size_t)(rows * cols));
+    for (int64_t i = 0; i < rows * cols; i++) {
+        const int nib = (w->codes[i / 2] >> (4 * (i & 1))) & 15;
+        w->v[i] = e2m1_def(nib) * ldexp(1, w->scales[i / 32] - 127);
+    }
+}
+
 static void make_nvw(th_rng *r, nvw *w, int64_t rows, int64_t cols, float global)
 {
     for (int64_t i = 0; i < rows * cols / 2; i++)
@@ -269,6 +350,32 @@ static void make_nvw(th_rng *r, nvw *w, int64_t rows, int64_t cols, float global
 }
 
 /* How close a row's quantisation decisions come to a rounding boundary, in units of their F32 uncertainty (< 1: unsafe). */
+static double row_margin_mx(const float *a, int k)
+{
+    float amax = 0;
+    for (int i = 0; i < k; i++)
+        amax = fmaxf(amax, fabsf(a[i]));
+    const double rel = 1e-5;
+    double worst = INFINITY;
+    static const double bnd[7] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5};
+    for (int b = 0; b * 32 < k; b++) {
+        float bamax = 0;
+        for (int j = b * 32; j < k && j < b * 32 + 32; j++)
+            bamax = fmaxf(bamax, fabsf(a[j]));
+        if (!(bamax > 0))
+            continue;
+        const double l = log2(bamax / 6.0); /* the scale's decision: bamax / 6 against powers of two */
+        worst = fmin(worst, fabs(ldexp(1, (int)round(l)) * 6 - bamax) / (2 * rel * bamax + 1e-300));
+        const double d = ldexp(1, syx_e8m0_from(bamax) - 127);
+        for (int j = b * 32; j < k && j < b * 32 + 32; j++) {
+            const double rr = fabs(a[j]) / d, unc = rel * amax / d + 2 * rel * rr;
+            for (int i = 0; i < 7; i++)
+                worst = fmin(worst, fabs(rr - bnd[i]) / unc);
+        }
+    }
+    return worst;
+}
+
 static double row_margin(const float *a, int k)
 {
     float amax = 0;
@@ -307,17 +414,17 @@ typedef struct layer {
  * quantised input in double, its silu * up rounded to F32 and quantised,
  * down in double. *margin: the smallest row_margin of the act rows.
  */
-static void ref_token(const layer *L, int t, double *out, double *mag, double *margin)
+static void ref_token(const layer *L, int mx, int t, double *out, double *mag, double *margin)
 {
     float xq[H], aq[F];
     uint8_t codes[H / 2], sc[H / 16];
-    quant(L->x + t * H, H, codes, sc, xq);
+    (mx ? quant_mx : quant)(L->x + t * H, H, codes, sc, xq);
     const float *lg = L->logits + t * E;
-    double p[E], mx = -INFINITY, sum = 0;
+    double p[E], lmax = -INFINITY, sum = 0;
     for (int e = 0; e < E; e++)
-        mx = fmax(mx, lg[e]);
+        lmax = fmax(lmax, lg[e]);
     for (int e = 0; e < E; e++)
-        sum += p[e] = exp(lg[e] - mx);
+        sum += p[e] = exp(lg[e] - lmax);
     int ids[TOPK];
     double w[TOPK], ws = 0;
     for (int k = 0; k < TOPK; k++) {
@@ -341,9 +448,9 @@ static void ref_token(const layer *L, int t, double *out, double *mag, double *m
             }
             a[j] = (float)(gs / (1 + exp(-gs)) * us);
         }
-        *margin = fmin(*margin, row_margin(a, F));
+        *margin = fmin(*margin, mx ? row_margin_mx(a, F) : row_margin(a, F));
         uint8_t c2[F / 2], s2[F / 16];
-        quant(a, F, c2, s2, aq);
+        (mx ? quant_mx : quant)(a, F, c2, s2, aq);
         for (int i = 0; i < H; i++) {
             double y = 0, ym = 0;
             for (int j = 0; j < F; j++) {
@@ -393,8 +500,9 @@ static int run_plugin(const layer *L, const char *mode, float *out)
     return rc;
 }
 
-static void check_moe_cpu(void)
+static void check_moe_cpu(int mx)
 {
+    const char *mode = mx ? "mxfp4" : "nvfp4";
     static layer L;
     double margin = 0;
     uint64_t seed = 0;
@@ -404,6 +512,12 @@ static void check_moe_cpu(void)
         if (seed > 1)
             free_layer(&L);
         for (int e = 0; e < E; e++) {
+            if (mx) {
+                make_mxw(&r, &L.gate[e], F, H);
+                make_mxw(&r, &L.up[e], F, H);
+                make_mxw(&r, &L.down[e], H, F);
+                continue;
+            }
             make_nvw(&r, &L.gate[e], F, H, 0.01f);
             make_nvw(&r, &L.up[e], F, H, 0.01f);
             make_nvw(&r, &L.down[e], H, F, 0.02f);
@@ -416,7 +530,7 @@ static void check_moe_cpu(void)
         margin = INFINITY;
         for (int t = 0; t < NT; t++)
             if (t != 5)
-                ref_token(&L, t, ref[t], mag[t], &margin);
+                ref_token(&L, mx, t, ref[t], mag[t], &margin);
     }
     seed--;
     TH_CHECK(margin >= 1, "no seed of 20 keeps the act rows' rounding decisions clear of F32 error (best margin %.3g)",
@@ -424,7 +538,7 @@ static void check_moe_cpu(void)
     printf("  seed %llu: act rows' rounding decisions at least %.3g x their F32 uncertainty from a boundary\n",
            (unsigned long long)seed, margin);
     static float got[NT * H], f32[NT * H];
-    if (run_plugin(&L, "nvfp4", got) || run_plugin(&L, "f32", f32)) {
+    if (run_plugin(&L, mode, got) || run_plugin(&L, "f32", f32)) {
         free_layer(&L);
         return;
     }
@@ -440,12 +554,51 @@ static void check_moe_cpu(void)
             worst = fmax(worst, fabs(got[t * H + i] - ref[t][i]) / bound);
             f32_worst = fmax(f32_worst, fabs(f32[t * H + i] - ref[t][i]) / bound);
         }
-    TH_CHECK(worst <= 1, "activations=nvfp4: worst error %.3g x the bound against the float64 reference", worst);
+    TH_CHECK(worst <= 1, "activations=%s: worst error %.3g x the bound against the float64 reference", mode, worst);
     TH_CHECK(f32_worst > 100, "activations=f32 is only %.3g x the bound from the W4A4 reference: is the mode applied?",
              f32_worst);
     TH_CHECK(nan5 == H, "token 5 (a NaN input): %d of %d outputs NaN, expected all", nan5, H);
-    printf("  moe cpu activations=nvfp4: worst error %.3f of the bound (4e-6 x magnitude); activations=f32 is %.3g x "
-           "it from the W4A4 reference\n", worst, f32_worst);
+    printf("  moe cpu activations=%s: worst error %.3f of the bound (4e-6 x magnitude); activations=f32 is %.3g x "
+           "it from the W4A4 reference\n", mode, worst, f32_worst);
+    free_layer(&L);
+}
+
+/* Each mode refuses the other format's experts: mxfp4 on NVFP4 experts, nvfp4 on MXFP4 ones. */
+static void check_mismatch(void)
+{
+    static layer L;
+    th_rng r = {0x5eedf4a1u};
+    for (int e = 0; e < E; e++) {
+        make_nvw(&r, &L.gate[e], F, H, 0.01f);
+        make_mxw(&r, &L.up[e], F, H);
+        make_mxw(&r, &L.down[e], H, F);
+    }
+    for (int m = 0; m < 2; m++) {
+        const char *kv[] = {"activations", m ? "mxfp4" : "nvfp4", "max_tokens", "8", NULL};
+        sy_moe_problem p;
+        memset(&p, 0, sizeof p);
+        p.struct_size = sizeof p;
+        p.n_layers = 1, p.n_experts = E, p.top_k = TOPK, p.hidden = H, p.inter = F, p.scoring = SY_MOE_SOFTMAX;
+        p.norm_topk_prob = 1, p.routed_scaling_factor = 1.0f, p.weight_dtype = SY_DTYPE_FP4_E2M1;
+        void *inst = NULL;
+        sy_err err;
+        if (th_create(&moe, &host.api, kv, &inst, &err)) {
+            TH_CHECK(0, "create: %s", err.msg);
+            break;
+        }
+        sy_tensor g[E], u[E], d[E];
+        for (int e = 0; e < E; e++)
+            g[e] = L.gate[e].t, u[e] = L.up[e].t, d[e] = L.down[e].t;
+        const sy_moe_ops *ops = moe.desc->ops;
+        int rc = ops->prepare(inst, &p, &err);
+        TH_CHECK(rc == SY_OK, "prepare: %s", err.msg);
+        rc = ops->prepare_layer(inst, 0, g, u, d, NULL, &err);
+        TH_CHECK(rc == SY_ERR_UNSUPPORTED && strstr(err.msg, m ? "activations = mxfp4 takes MXFP4" :
+                                                        "activations = nvfp4 takes NVFP4"),
+                 "mixed NVFP4 / MXFP4 experts with activations = %s: rc %d (%s), expected a refusal",
+                 m ? "mxfp4" : "nvfp4", rc, err.msg);
+        moe.desc->destroy(inst);
+    }
     free_layer(&L);
 }
 
@@ -454,10 +607,13 @@ int main(void)
     th_rng r = {0xf4a0f4a0u};
     check_roundings(&r);
     check_rows(&r);
+    check_mx_rows(&r);
     th_host_init(&host);
     host.quiet = 1;
     th_load("sy-moe-cpu", &moe);
-    check_moe_cpu();
+    check_moe_cpu(0);
+    check_moe_cpu(1);
+    check_mismatch();
     th_unload(&moe);
     return th_done("test_moe_fp4act");
 }

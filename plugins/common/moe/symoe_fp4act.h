@@ -197,4 +197,95 @@ SYF_FN void syf_fake_quant_row(float *x, int64_t k, uint8_t *codes, uint8_t *sca
         x[i] = syf_value(codes, scales, g, i);
 }
 
+/*
+ * [moe] activations = mxfp4, for MXFP4 experts (gpt-oss): one row becomes
+ * OCP MXFP4 (E2M1 codes, an E8M0 scale per 32 along K, no global scale):
+ *
+ *   scale   per block of 32: s = 2^e, e the least integer with
+ *           6 * 2^e >= bamax (so no code saturates), clamped to
+ *           [-127, 127]; byte e + 127. An all-zero block gets 127 (1.0).
+ *   code    e2m1(x / s), exact division by a power of two, then
+ *           syf_e2m1_from's round to nearest even
+ *   value   q * s (exact: a power-of-two scale)
+ *
+ * A row holding a NaN or an infinity gets scale bytes 0xff (E8M0's NaN) and
+ * zero codes: every value is NaN. SYX_ names the per-32 layout.
+ */
+#define SYX_BLOCK 32
+#define SYX_E8M0_NAN 0xff
+
+/* E8M0 byte to F32: 2^(b - 127), b = 0 the F32 subnormal 2^-127, 0xff NaN (device_quant.h's syq_e8m0_to_f32). */
+SYF_FN float syx_e8m0_value(uint8_t b)
+{
+    if (b == SYX_E8M0_NAN)
+        return NAN;
+    const uint32_t u = b ? (uint32_t)b << 23 : 0x00400000u;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The E8M0 byte of a block whose largest magnitude is bamax (finite, >= 0). */
+SYF_FN uint8_t syx_e8m0_from(float bamax)
+{
+    if (!(bamax > 0.0f))
+        return 127;
+    int x;
+    const float m = frexpf(bamax, &x); /* bamax = m 2^x, 0.5 <= m < 1: 6 2^(x-3) = 0.75 2^x */
+    int e = m <= 0.75f ? x - 3 : x - 2;
+    e = e < -127 ? -127 : e > 127 ? 127 : e;
+    return (uint8_t)(e + 127);
+}
+
+/* Scale bytes per row: one per 32 elements, the last block possibly partial. */
+SYF_FN int64_t syx_n_scales(int64_t k)
+{
+    return (k + SYX_BLOCK - 1) / SYX_BLOCK;
+}
+
+/* One block of n <= 32 elements (finite row: finite = 1): its scale byte, codes ORed in as syf_block's. */
+SYF_FN uint8_t syx_block(const float *x, int n, int finite, uint8_t *codes)
+{
+    if (!finite)
+        return SYX_E8M0_NAN;
+    float bamax = 0.0f;
+    for (int j = 0; j < n; j++)
+        bamax = fmaxf(bamax, fabsf(x[j]));
+    const uint8_t s = syx_e8m0_from(bamax);
+    const float d = syx_e8m0_value(s);
+    for (int j = 0; j < n; j++)
+        codes[j / 2] |= (uint8_t)(syf_e2m1_from(syf_div(x[j], d)) << ((j & 1) * 4));
+    return s;
+}
+
+/* Quantises one row x[0..k) to MXFP4: codes [(k + 1) / 2] bytes, scales [syx_n_scales(k)] bytes. */
+SYF_FN void syx_quant_row(const float *x, int64_t k, uint8_t *codes, uint8_t *scales)
+{
+    int finite = 1;
+    for (int64_t i = 0; i < k; i++)
+        finite &= isfinite(x[i]) ? 1 : 0;
+    for (int64_t i = 0; i < (k + 1) / 2; i++)
+        codes[i] = 0;
+    for (int64_t b = 0; b < syx_n_scales(k); b++) {
+        const int64_t k0 = b * SYX_BLOCK;
+        const int n = (int)(k - k0 < SYX_BLOCK ? k - k0 : SYX_BLOCK);
+        scales[b] = syx_block(x + k0, n, finite, codes + k0 / 2);
+    }
+}
+
+/* Element i of an MXFP4 row: q * 2^e. */
+SYF_FN float syx_value(const uint8_t *codes, const uint8_t *scales, int64_t i)
+{
+    const float q = syf_e2m1_value((unsigned)(codes[i / 2] >> ((i & 1) * 4)) & 0xfu);
+    return syf_mul(q, syx_e8m0_value(scales[i / SYX_BLOCK]));
+}
+
+/* x[0..k) replaced by its MXFP4 values; codes and scales are scratch of the row's sizes. */
+SYF_FN void syx_fake_quant_row(float *x, int64_t k, uint8_t *codes, uint8_t *scales)
+{
+    syx_quant_row(x, k, codes, scales);
+    for (int64_t i = 0; i < k; i++)
+        x[i] = syx_value(codes, scales, i);
+}
+
 #endif

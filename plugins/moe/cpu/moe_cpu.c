@@ -36,8 +36,9 @@ static const sy_key_decl keys[] = {
     {"activations", SY_KEY_ENUM, "f32",
      "the expert GEMMs' inputs: f32 as they are; nvfp4: each token row quantised to NVFP4 (E2M1 codes, E4M3 scale per "
      "16, F32 global scale amax / 2688) and dequantised before the gate/up and the down GEMMs, for NVFP4 experts only "
-     "(others stay F32): W4A4's numbers",
-     1, 0, "f32|nvfp4"},
+     "(others stay F32): W4A4's numbers; mxfp4: the same for MXFP4 experts with OCP MXFP4 activations (E2M1 codes, "
+     "E8M0 scale per 32, no global scale; symoe_fp4act.h)",
+     1, 0, "f32|nvfp4|mxfp4"},
     {"tile", SY_KEY_STRING, "",
      "token_block,n_block,threads for every pass, overriding the tables (switchyard tune-moe sweeps it); "
      "builtin: the built-in tiles; empty: the tables",
@@ -92,11 +93,12 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
             sy_logf(host, SY_LOG_WARN, SY_MOE_CPU_NAME, "matmul = bf16 falls back to f32: %s", why);
     }
     const char *act = sy_kv_get(cfg, n_cfg, "activations");
-    if (act && *act && strcmp(act, "f32") != 0 && strcmp(act, "nvfp4") != 0) {
+    if (act && *act && strcmp(act, "f32") != 0 && strcmp(act, "nvfp4") != 0 && strcmp(act, "mxfp4") != 0) {
         free(m);
-        return sy_err_set(err, SY_ERR_INVALID, "activations = '%s': expected f32 or nvfp4", act);
+        return sy_err_set(err, SY_ERR_INVALID, "activations = '%s': expected f32, nvfp4 or mxfp4", act);
     }
     m->act_nvfp4 = act && strcmp(act, "nvfp4") == 0;
+    m->act_mxfp4 = act && strcmp(act, "mxfp4") == 0;
     const char *td = sy_kv_get(cfg, n_cfg, "tuning_dir"), *tile = sy_kv_get(cfg, n_cfg, "tile");
     if (!td || strcmp(td, SY_MOE_TUNING_DIR) == 0)
         td = default_tuning_dir();
@@ -211,10 +213,11 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
         m->xeb = syk_alloc(m->host, sizeof(uint16_t) * A * H, 64);
         m->actb = syk_alloc(m->host, sizeof(uint16_t) * A * F, 64);
     }
-    m->fp4act = m->act_nvfp4 && p->weight_dtype == SY_DTYPE_FP4_E2M1;
-    if (m->act_nvfp4 && !m->fp4act)
-        sy_logf(m->host, SY_LOG_WARN, SY_MOE_CPU_NAME, "activations = nvfp4 applies to NVFP4 experts; these are %s: "
-                "their inputs stay F32", sy_dtype_name(p->weight_dtype));
+    m->fp4act = p->weight_dtype != SY_DTYPE_FP4_E2M1 ? 0 : m->act_nvfp4 ? 1 : m->act_mxfp4 ? 2 : 0;
+    if ((m->act_nvfp4 || m->act_mxfp4) && !m->fp4act)
+        sy_logf(m->host, SY_LOG_WARN, SY_MOE_CPU_NAME, "activations = %s applies to %s experts; these are %s: "
+                "their inputs stay F32", m->act_nvfp4 ? "nvfp4" : "mxfp4", m->act_nvfp4 ? "NVFP4" : "MXFP4",
+                sy_dtype_name(p->weight_dtype));
     if (m->fp4act) {
         const int64_t kmax = p->hidden > p->inter ? p->hidden : p->inter;
         m->qrow = (kmax + 1) / 2 + syf_n_scales(kmax);
@@ -238,7 +241,8 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     sy_logf(m->host, SY_LOG_INFO, SY_MOE_CPU_NAME, "%d experts top-%d, scratch for %zu tokens per pass (%.1f MiB), %s kernels%s%s",
             p->n_experts, p->top_k, C, (double)(sizeof(float) * A * (2 * H + 2 * F)) / 1048576.0,
             syk_isa_name(m->isa), m->bdot ? ", BF16 dot products for BF16 experts" : "",
-            m->fp4act ? ", NVFP4-quantised expert inputs (W4A4)" : "");
+            m->fp4act == 1 ? ", NVFP4-quantised expert inputs (W4A4)"
+            : m->fp4act == 2 ? ", MXFP4-quantised expert inputs (W4A4)" : "");
     return SY_OK;
 }
 
@@ -280,12 +284,16 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
             (rc = check_expert(&up[e], "up", e0 + e, m->p.inter, m->p.hidden, err)) ||
             (rc = check_expert(&down[e], "down", e0 + e, m->p.hidden, m->p.inter, err)))
             return rc;
-    /* The quantiser of activations = nvfp4 is NVFP4's (E4M3 scales per 16); MXFP4 experts would need MX activations. */
-    for (int32_t e = 0; e < EL && m->fp4act; e++)
-        if (gate[e].scale_dtype == SY_DTYPE_E8M0 || up[e].scale_dtype == SY_DTYPE_E8M0 ||
-            down[e].scale_dtype == SY_DTYPE_E8M0)
-            return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d is MXFP4 (E8M0 scales); "
-                              "activations = nvfp4 takes NVFP4 experts only: set [moe] activations = f32", e0 + e);
+    /* Each mode's activations match its experts' format (nvfp4: E4M3 per 16; mxfp4: E8M0 per 32). */
+    for (int32_t e = 0; e < EL && m->fp4act; e++) {
+        const int mx = gate[e].scale_dtype == SY_DTYPE_E8M0, want_mx = m->fp4act == 2;
+        if (mx != want_mx || (up[e].scale_dtype == SY_DTYPE_E8M0) != want_mx ||
+            (down[e].scale_dtype == SY_DTYPE_E8M0) != want_mx)
+            return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d is %s; activations = %s takes "
+                              "%s experts only: set [moe] activations = %s or f32", e0 + e,
+                              want_mx ? "not MXFP4 (E8M0 scales) throughout" : "MXFP4 (E8M0 scales)",
+                              want_mx ? "mxfp4" : "nvfp4", want_mx ? "MXFP4" : "NVFP4", want_mx ? "nvfp4" : "mxfp4");
+    }
     double *bias = NULL;
     if (score_bias) {
         int64_t r, c, ld;

@@ -57,7 +57,8 @@ typedef struct moe_cpu {
     uint16_t *actb;      /* [A, inter] */
     /* `activations = nvfp4` (W4A4) on NVFP4 experts: the GEMMs' inputs quantised per row (symoe_fp4act.h). */
     int act_nvfp4;       /* the key */
-    int fp4act;          /* the key, and the prepared experts are NVFP4 */
+    int act_mxfp4;       /* `activations = mxfp4`: the same for MXFP4 experts, OCP MXFP4 rows (symoe_fp4act.h syx_) */
+    int fp4act;          /* 1: act_nvfp4, 2: act_mxfp4, and the experts are FP4 (prepare_layer checks their scales) */
     uint8_t *qscratch;   /* [A, qrow] codes and scales of one row per assignment row */
     int64_t qrow;        /* bytes per row of qscratch: codes and scales of max(hidden, inter) elements */
 } moe_cpu;

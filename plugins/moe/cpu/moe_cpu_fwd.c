@@ -73,7 +73,7 @@ static void gather_rows(void *arg, int64_t b, int64_t e, int worker)
     }
 }
 
-/* activations = nvfp4: rows [b, e) of xe (the gate/up input) replaced by their NVFP4 values. */
+/* activations = nvfp4 / mxfp4: rows [b, e) of xe (the gate/up input) replaced by their NVFP4 / MXFP4 values. */
 static void quant_xe_rows(void *arg, int64_t b, int64_t e, int worker)
 {
     (void)worker;
@@ -82,7 +82,10 @@ static void quant_xe_rows(void *arg, int64_t b, int64_t e, int worker)
     const int64_t H = m->p.hidden;
     for (int64_t a = b; a < e; a++) {
         uint8_t *q = m->qscratch + a * m->qrow;
-        syf_fake_quant_row(m->xe + a * H, H, q, q + (H + 1) / 2);
+        if (m->fp4act == 2)
+            syx_fake_quant_row(m->xe + a * H, H, q, q + (H + 1) / 2);
+        else
+            syf_fake_quant_row(m->xe + a * H, H, q, q + (H + 1) / 2);
     }
 }
 
@@ -95,7 +98,10 @@ static void quant_act_rows(void *arg, int64_t b, int64_t e, int worker)
     const int64_t F = m->p.inter;
     for (int64_t a = b; a < e; a++) {
         uint8_t *q = m->qscratch + a * m->qrow;
-        syf_fake_quant_row(m->act + a * F, F, q, q + (F + 1) / 2);
+        if (m->fp4act == 2)
+            syx_fake_quant_row(m->act + a * F, F, q, q + (F + 1) / 2);
+        else
+            syf_fake_quant_row(m->act + a * F, F, q, q + (F + 1) / 2);
     }
 }
 

@@ -44,7 +44,9 @@
  * after silu * up, k_quant_rows quantises every row to NVFP4 with
  * symoe_fp4act.h (moe/cpu's quantiser) and writes the dequantised values
  * back, so every tile computes on the same activations; the fp4mma tiles
- * (sm_120a) multiply the codes and scales themselves.
+ * (sm_120a) multiply the codes and scales themselves. activations = mxfp4
+ * does the same for MXFP4 experts with MXFP4 rows (E8M0 per 32, syx_), which
+ * the fp4mma tiles' MX form (kind::mxf4, scale_vec::2X) multiplies.
  */
 #include "config.h"
 
@@ -98,7 +100,9 @@ typedef struct moe_cuda {
     int tile_key;             /* TILE_TABLES, TILE_BUILTIN or a variant index */
     int route_host;           /* routing = host */
     int act_nvfp4;            /* activations = nvfp4 */
-    int fp4act;               /* ... and the prepared experts are NVFP4: the expert GEMMs' inputs are quantised */
+    int act_mxfp4;            /* activations = mxfp4 */
+    int fp4act;               /* 1 (nvfp4) or 2 (mxfp4) when the experts are FP4: the expert GEMMs' inputs are
+                               * quantised (prepare_layer checks the experts' scales match the mode) */
     char tuning_dir[4096];
     sytune_table tune;        /* entry[b][0]: bucket b's variant */
     symt_verdicts verdicts;   /* the tensor-core tiles' self-checks, for verdict_shape */
@@ -131,7 +135,8 @@ static const sy_key_decl keys[] = {
      "sweeps them): on CUDA cores, bit-identical to each other, 64x32x32 (the default), 64x8x32, 128x8x32, "
      "64x16x32, 64x64x32, 128x32x32, 128x64x16; on tensor cores (bf16 hi + lo split products, within 1e-4 of "
      "those, self-checked on the GPU before use) mma64x8x32, mma64x32x32, mma128x64x32 (compute capability 8.0+), "
-     "wgmma128x16x32, wgmma128x64x32 (9.0 only); with activations = nvfp4 on NVFP4 experts, block-scaled FP4 "
+     "wgmma128x16x32, wgmma128x64x32 (9.0 only); with activations = nvfp4 on NVFP4 experts or activations = "
+     "mxfp4 on MXFP4 experts, block-scaled FP4 "
      "fp4mma64x8x128, fp4mma64x32x128, fp4mma128x64x128 (12.0 only); builtin: the default; empty or auto: the tables",
      0, 0, NULL},
     {"tuning_dir", SY_KEY_STRING, SY_MOE_TUNING_DIR,
@@ -140,8 +145,9 @@ static const sy_key_decl keys[] = {
     {"activations", SY_KEY_ENUM, "f32",
      "the expert GEMMs' inputs: f32 as they are; nvfp4: each token row quantised to NVFP4 (E2M1 codes, E4M3 scale per "
      "16, F32 global scale amax / 2688) before the gate/up and the down GEMMs, for NVFP4 experts only (others stay "
-     "F32), which the fp4mma tiles multiply on the block-scaled tensor cores of compute capability 12.0",
-     0, 0, "f32|nvfp4"},
+     "F32), which the fp4mma tiles multiply on the block-scaled tensor cores of compute capability 12.0; mxfp4: the "
+     "same for MXFP4 experts with OCP MXFP4 rows (E2M1 codes, E8M0 scale per 32, no global scale)",
+     0, 0, "f32|nvfp4|mxfp4"},
     /* host stays the default until a GPU run has checked and timed device routing (docs/gpu.md). */
     {"routing", SY_KEY_ENUM, "host",
      "host: copy the router logits to the host and route there with moe cpu's code (synchronises every layer); "
@@ -183,8 +189,8 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
         return sy_err_set(err, SY_ERR_INVALID, "tile = '%s': expected one of %s, builtin, auto or empty", tile, names);
     }
     const char *act = sy_kv_get(cfg, n_cfg, "activations");
-    if (act && *act && strcmp(act, "f32") != 0 && strcmp(act, "nvfp4") != 0)
-        return sy_err_set(err, SY_ERR_INVALID, "activations = '%s': expected f32 or nvfp4", act);
+    if (act && *act && strcmp(act, "f32") != 0 && strcmp(act, "nvfp4") != 0 && strcmp(act, "mxfp4") != 0)
+        return sy_err_set(err, SY_ERR_INVALID, "activations = '%s': expected f32, nvfp4 or mxfp4", act);
     const char *routing = sy_kv_get(cfg, n_cfg, "routing");
     if (routing && *routing && strcmp(routing, "device") != 0 && strcmp(routing, "host") != 0)
         return sy_err_set(err, SY_ERR_INVALID, "routing = '%s': expected device or host", routing);
@@ -195,6 +201,7 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     m->gpu = syc_current_gpu();
     m->route_host = !routing || strcmp(routing, "device") != 0;
     m->act_nvfp4 = act && strcmp(act, "nvfp4") == 0;
+    m->act_mxfp4 = act && strcmp(act, "mxfp4") == 0;
     m->chunk_tokens = mt;
     m->tile_key = tile_key;
     snprintf(m->tuning_dir, sizeof m->tuning_dir, "%s",
@@ -341,23 +348,25 @@ static int64_t check_tiles(int rows, symk_tile *t)
  * dtype dt with the variant and with the default fmaf tile, compared by
  * symt_compare. Weights and activations seeded random in [-1, 1) (FP8:
  * random codes and F32 scales per 128 x 128; NVFP4: random codes, E4M3
- * scales per 16, a global scale).
+ * scales per 16, a global scale; with mx, MXFP4: E8M0 scales per 32, 2^-3
+ * .. 2^0, global 1, and an fp4 tile's activations as MXFP4 rows).
  */
-static int check_shape(int variant, sy_dtype dt, int64_t M, int64_t K, uint64_t seed, int *pass, double *worst,
-                       sy_err *err)
+static int check_shape(int variant, sy_dtype dt, int mx, int64_t M, int64_t K, uint64_t seed, int *pass,
+                       double *worst, sy_err *err)
 {
     enum { E = 2, A = 37 };
     const int fp8 = dt == SY_DTYPE_FP8_E4M3, fp4 = dt == SY_DTYPE_FP4_E2M1;
     if (fp4)
         K &= ~(int64_t)1; /* two codes a byte */
-    const int32_t b0 = fp8 ? 128 : 1, b1 = fp8 ? 128 : 16;
+    mx = mx && fp4;
+    const int32_t b0 = fp8 ? 128 : 1, b1 = fp8 ? 128 : mx ? 32 : 16;
     const int64_t n_scales = (fp8 || fp4) ? ((M + b0 - 1) / b0) * ((K + b1 - 1) / b1) : 0;
     const size_t wbytes = fp8 ? (size_t)(M * K) : fp4 ? (size_t)(M * K / 2) : (size_t)(M * K) * (size_t)sy_dtype_bits(dt) / 8;
     const size_t sbytes = (size_t)n_scales * (fp8 ? sizeof(float) : 1);
     uint8_t *w = malloc(wbytes * E), *sc = malloc(sbytes * E + 1);
     float *x = malloc(sizeof(float) * (size_t)(A * K)), *got = malloc(sizeof(float) * (size_t)(A * M)),
           *ref = malloc(sizeof(float) * (size_t)(A * M));
-    const float global[E] = {fp4 ? 0.01f : 1.0f, fp4 ? 0.02f : 1.0f};
+    const float global[E] = {fp4 && !mx ? 0.01f : 1.0f, fp4 && !mx ? 0.02f : 1.0f};
     symk_tile tiles[2][64];
     void *d[9] = {NULL};
     /* An fp4 tile multiplies x quantised to NVFP4; the fmaf reference then runs on x's dequantised values. */
@@ -386,7 +395,9 @@ static int check_shape(int variant, sy_dtype dt, int64_t M, int64_t K, uint64_t 
         if (fp8) {
             const float v = (1.5f + 0.5f * check_rand(&s)) * 0x1p-7f;
             memcpy(sc + 4 * i, &v, 4);
-        } else
+        } else if (mx)
+            sc[i] = (uint8_t)(124 + (int)((check_rand(&s) + 1.0f) * 2.0f) % 4); /* E8M0 2^-3 .. 2^0 */
+        else
             sc[i] = (uint8_t)(0x30 + (int)((check_rand(&s) + 1.0f) * 8.0f) % 16); /* E4M3 0.5 .. 1.9 */
     }
     const int64_t nt_ref = check_tiles(symt_variants[0].rows, tiles[0]);
@@ -402,10 +413,10 @@ static int check_shape(int variant, sy_dtype dt, int64_t M, int64_t K, uint64_t 
             ce = cudaMemcpy(d[i], src[i], sizes[i], cudaMemcpyHostToDevice);
     }
     if (ce == cudaSuccess) {
-        const symk_qw q = {d[2], d[3], n_scales, b0, b1, 0};
+        const symk_qw q = {d[2], d[3], n_scales, b0, b1, mx};
         const int quant = fp8 || fp4;
         const symk_qa qa = {d[8], fp4mma ? (uint8_t *)d[8] + A * ldc : NULL,
-                            fp4mma ? (float *)((uint8_t *)d[8] + A * (ldc + lds)) : NULL, ldc, lds};
+                            fp4mma ? (float *)((uint8_t *)d[8] + A * (ldc + lds)) : NULL, ldc, lds, mx};
         if (fp4mma)
             symk_quant_rows(d[0], A, K, &qa, NULL);
         symk_grouped_gemm(0, d[0], NULL, K, d[1], (int)dt, quant ? &q : NULL, M, d[4], nt_ref, NULL, d[6]);
@@ -445,7 +456,8 @@ static int tc_selfcheck(void *ctx, int variant, int *pass, double *worst, sy_err
     for (int i = 0; i < 2; i++) {
         int ok = 0;
         double w = INFINITY;
-        const int rc = check_shape(variant, m->p.weight_dtype, shape[i][0] < 200 ? shape[i][0] : 200, shape[i][1],
+        const int rc = check_shape(variant, m->p.weight_dtype, m->fp4act == 2, shape[i][0] < 200 ? shape[i][0] : 200,
+                                   shape[i][1],
                                    0x5eed0000u + (uint64_t)i, &ok, &w, err);
         if (rc)
             return rc;
@@ -536,10 +548,11 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
                 "host ([moe] routing = host)", p->n_experts, SYMK_GROUP_MAX_EXPERTS);
         m->route_host = 1;
     }
-    m->fp4act = m->act_nvfp4 && p->weight_dtype == SY_DTYPE_FP4_E2M1;
-    if (m->act_nvfp4 && !m->fp4act)
-        sy_logf(m->host, SY_LOG_WARN, SY_MOE_CUDA_NAME, "activations = nvfp4 applies to NVFP4 experts; these are %s: "
-                "their inputs stay F32", sy_dtype_name(p->weight_dtype));
+    m->fp4act = p->weight_dtype != SY_DTYPE_FP4_E2M1 ? 0 : m->act_nvfp4 ? 1 : m->act_mxfp4 ? 2 : 0;
+    if ((m->act_nvfp4 || m->act_mxfp4) && !m->fp4act)
+        sy_logf(m->host, SY_LOG_WARN, SY_MOE_CUDA_NAME, "activations = %s applies to %s experts; these are %s: "
+                "their inputs stay F32", m->act_nvfp4 ? "nvfp4" : "mxfp4", m->act_nvfp4 ? "NVFP4" : "MXFP4",
+                sy_dtype_name(p->weight_dtype));
     if ((rc = load_tiles(m, err)))
         return rc;
     const size_t C = (size_t)m->chunk_tokens, K = (size_t)p->top_k, A = C * K, E = (size_t)p->n_experts;
@@ -585,8 +598,8 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     if (e == cudaSuccess && m->fp4act) {
         uint8_t *cx = m->d_q, *cf = cx + A * ldcx, *sx = cf + A * ldcf, *sf = sx + A * ldsx;
         float *gx = (float *)(sf + A * ldsf);
-        m->qx = (symk_qa){cx, sx, gx, (int64_t)ldcx, (int64_t)ldsx};
-        m->qf = (symk_qa){cf, sf, gx + A, (int64_t)ldcf, (int64_t)ldsf};
+        m->qx = (symk_qa){cx, sx, gx, (int64_t)ldcx, (int64_t)ldsx, m->fp4act == 2};
+        m->qf = (symk_qa){cf, sf, gx + A, (int64_t)ldcf, (int64_t)ldsf, m->fp4act == 2};
     }
     if (e != cudaSuccess) {
         release(m);
@@ -599,7 +612,8 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     sy_logf(m->host, SY_LOG_INFO, SY_MOE_CUDA_NAME, "%d experts top-%d, device scratch for %zu tokens per pass "
             "(%.1f MiB), %s experts%s, routing on the %s, expert GEMM tiles: %s (%d buckets)", p->n_experts, p->top_k, C,
             (double)(sizeof(float) * A * (2 * H + 2 * F) + route_bytes) / 1048576.0, sy_dtype_name(p->weight_dtype),
-            m->fp4act ? " x NVFP4 activations (W4A4)" : "", m->route_host ? "host" : "device", m->tune.source,
+            m->fp4act == 1 ? " x NVFP4 activations (W4A4)" : m->fp4act == 2 ? " x MXFP4 activations (W4A4)" : "",
+            m->route_host ? "host" : "device", m->tune.source,
             m->tune.n);
     return SY_OK;
 }
@@ -661,12 +675,13 @@ static int upload_quant(const sy_moe_problem *p, int32_t E, int32_t e0, const sy
     if (ce != cudaSuccess)
         return syc_fail(err, ce, "moe prepare_layer: quantised expert upload");
     out->q = (symk_qw){out->scale, out->global, (int64_t)n_scales, b0, b1, e8m0};
-    /* The decoders read a sign bit and 0x7f (480) where the MMA's ue4m3 has neither, and the fp4mma tiles know no
-     * E8M0 (MXFP4): such a matrix takes a CUDA-core tile (run_pass). */
-    out->mma_scales = fp4 && !e8m0;
+    /* The decoders read a sign bit and 0x7f (480) where the MMA's ue4m3 has neither, and E8M0's NaN (0xff) is kept
+     * off the MMA's MX form: such a matrix takes a CUDA-core tile (run_pass). */
+    out->mma_scales = fp4;
     for (int32_t e = 0; e < E && out->mma_scales; e++)
         for (size_t i = 0; i < n_scales && out->mma_scales; i++)
-            out->mma_scales = ((const uint8_t *)v[e].scale)[i] <= 0x7e;
+            out->mma_scales = e8m0 ? ((const uint8_t *)v[e].scale)[i] != 0xff
+                                   : ((const uint8_t *)v[e].scale)[i] <= 0x7e;
     return SY_OK;
 }
 
@@ -690,9 +705,14 @@ static int upload_experts(const sy_moe_problem *p, int fp4act, int32_t E, int32_
                               (long long)(t->ndim > 1 ? t->shape[1] : 0));
         if (quant && syk_qweight_check(t, why, sizeof why))
             return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d %s: %s", e0 + e, what, why);
-        if (fp4act && t->scale_dtype == SY_DTYPE_E8M0)
+        if (fp4act == 1 && t->scale_dtype == SY_DTYPE_E8M0)
             return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d %s is MXFP4 (E8M0 scales); "
-                              "activations = nvfp4 takes NVFP4 experts only: set [moe] activations = f32", e0 + e, what);
+                              "activations = nvfp4 takes NVFP4 experts only: set [moe] activations = mxfp4 or f32",
+                              e0 + e, what);
+        if (fp4act == 2 && t->scale_dtype != SY_DTYPE_E8M0)
+            return sy_err_set(err, SY_ERR_UNSUPPORTED, "moe prepare_layer: expert %d %s is NVFP4 (%s scales); "
+                              "activations = mxfp4 takes MXFP4 experts only: set [moe] activations = nvfp4 or f32",
+                              e0 + e, what, sy_dtype_name(t->scale_dtype));
     }
     return quant ? upload_quant(p, E, e0, v, what, rows, cols, out, err) : upload_float(p, E, v, rows, cols, out, err);
 }
@@ -751,10 +771,11 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
     const moe_cuda_mat *mats[3] = {&L.gate, &L.up, &L.down};
     for (int i = 0; i < 3 && fp4_tiles; i++)
         if (!mats[i]->mma_scales)
-            sy_logf(m->host, SY_LOG_WARN, SY_MOE_CUDA_NAME, "layer %d %s: an NVFP4 scale byte above 0x7e (a sign "
-                    "bit or E4M3's NaN, which the block-scaled MMA reads differently from the decoder): its GEMMs "
-                    "run on a CUDA-core tile of the same height instead of the fp4mma tiles", layer,
-                    i == 0 ? "gate" : i == 1 ? "up" : "down");
+            sy_logf(m->host, SY_LOG_WARN, SY_MOE_CUDA_NAME, "layer %d %s: %s: its GEMMs run on a CUDA-core tile of "
+                    "the same height instead of the fp4mma tiles", layer, i == 0 ? "gate" : i == 1 ? "up" : "down",
+                    mats[i]->q.e8m0 ? "an MXFP4 scale byte 0xff (E8M0's NaN)"
+                                    : "an NVFP4 scale byte above 0x7e (a sign bit or E4M3's NaN, which the "
+                                      "block-scaled MMA reads differently from the decoder)");
     layer_free(&m->layers[layer]);
     m->layers[layer] = L;
     return SY_OK;
@@ -1057,7 +1078,7 @@ static const sy_plugin_desc desc = {
     .description = "mixture of experts on NVIDIA GPUs (portable): the CPU plugin's routing on the device (or the host), "
                    "grouped expert GEMMs on F32/F16/BF16, FP8 E4M3, NVFP4 and MXFP4 weights with F32 accumulation on CUDA "
                    "cores or tensor cores (mma.sync, wgmma on sm_90a; self-checked), silu or gpt-oss's clamped swiglu "
-                   "with expert biases, NVFP4-quantised activations (W4A4) "
+                   "with expert biases, NVFP4- or MXFP4-quantised activations (W4A4) "
                    "with block-scaled FP4 tensor cores on sm_120a, tiles from tuning tables, expert parallelism",
     .keys = keys,
     .probe = probe,

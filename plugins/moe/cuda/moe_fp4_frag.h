@@ -97,6 +97,33 @@ SYMF_FN int symf_sfb_col(int lane)
     return lane >> 2;
 }
 
+/*
+ * The MXFP4 form, for moe_fp4.cu's MX tiles:
+ *   mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X
+ *       .f32.e2m1.e2m1.f32.ue8m0
+ * takes A, B, C / D in the same registers as above and the same threads'
+ * scale words (symf_sfa_row, symf_sfb_col); .scale_vec::2X gives each row
+ * (column) two ue8m0 scales of 32 k each, and byte-id = 0 picks bytes 0 and
+ * 1 of the word: byte j scales k 32 j .. 32 j + 31. vec below is 4 (the
+ * ue4m3 form, 16 k a scale) or 2 (this one, 32 k a scale).
+ */
+
+/* The PTX table: the first k (0..63) of the m16n8k64 step that scale byte b (0 .. vec - 1) of a word scales. */
+SYMF_FN int symf_spec_sf_k(int vec, int b)
+{
+    return b * (64 / vec);
+}
+
+/*
+ * The kernel's staging: the byte of a row's staged scales (word s = the
+ * slice's k64 step s) where the slice's scale block j (64 / vec k each)
+ * goes.
+ */
+SYMF_FN int symf_sf_slot(int vec, int j)
+{
+    return 4 * (j / vec) + j % vec;
+}
+
 /* Where accumulator i of lane goes: tile row (the output column) and tile column (the assignment row). */
 SYMF_FN void symf_c_store(int lane, int i, int *row, int *col)
 {

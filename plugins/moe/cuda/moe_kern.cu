@@ -208,7 +208,7 @@ extern "C" void symk_grouped_gemm(int variant, const float *xe, const symk_qa *x
 {
     if (n_tiles <= 0 || M <= 0)
         return;
-    if (variant >= SYMK_FIRST_FP4) { /* moe_fp4.cu: the quantised activations, NVFP4 weights */
+    if (variant >= SYMK_FIRST_FP4) { /* moe_fp4.cu: the quantised activations, NVFP4 or MXFP4 weights */
         symk_fp4_gemm(variant - SYMK_FIRST_FP4, xq, K, w, q, M, tiles, n_tiles, cnt, out);
         return;
     }
@@ -266,7 +266,7 @@ extern "C" int symk_variant_attrs(int variant, symk_attrs *out)
 /*
  * One block per row: the row's largest magnitude and finiteness (fmaxf
  * and AND are exact in any order, so the global scale is the host's), then
- * each thread quantises whole 16-element blocks with symoe_fp4act.h and
+ * each thread quantises whole 16-element blocks (32: qa.mx) with symoe_fp4act.h and
  * writes their dequantised values back over them.
  */
 __global__ void __launch_bounds__(128) k_quant_rows(float *x, int64_t rows, int64_t K, symk_qa qa,
@@ -294,8 +294,22 @@ __global__ void __launch_bounds__(128) k_quant_rows(float *x, int64_t rows, int6
         }
         __syncthreads();
     }
-    const float g = s_finite[0] ? syf_global(s_amax[0]) : NAN;
     uint8_t *codes = qa.codes + a * qa.ld_codes, *scales = qa.scales + a * qa.ld_scales;
+    if (qa.mx) { /* MXFP4 rows: no global scale, E8M0 blocks of 32 */
+        if (threadIdx.x == 0)
+            qa.global[a] = 1.0f;
+        for (int64_t b = threadIdx.x; b < syx_n_scales(K); b += blockDim.x) {
+            const int64_t k0 = b * SYX_BLOCK;
+            const int n = (int)(K - k0 < SYX_BLOCK ? K - k0 : SYX_BLOCK);
+            for (int j = 0; j < (n + 1) / 2; j++)
+                codes[k0 / 2 + j] = 0;
+            scales[b] = syx_block(row + k0, n, s_finite[0], codes + k0 / 2);
+            for (int j = 0; j < n; j++)
+                row[k0 + j] = syx_value(codes, scales, k0 + j);
+        }
+        return;
+    }
+    const float g = s_finite[0] ? syf_global(s_amax[0]) : NAN;
     if (threadIdx.x == 0)
         qa.global[a] = g;
     for (int64_t b = threadIdx.x; b < syf_n_scales(K); b += blockDim.x) {

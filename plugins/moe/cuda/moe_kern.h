@@ -64,8 +64,10 @@ extern "C" {
     X(128, 16, 32)             \
     X(128, 64, 32)
 /*
- * Block-scaled FP4 tiles ([moe] activations = nvfp4 on NVFP4 experts
- * only): mma.sync.m16n8k64 kind::mxf4nvf4 with ue4m3 scales per 16 k
+ * Block-scaled FP4 tiles ([moe] activations = nvfp4 on NVFP4 experts,
+ * or activations = mxfp4 on MXFP4 experts, each tile's MX form:
+ * kind::mxf4 .scale_vec::2X with ue8m0 scales per 32 k, global 1):
+ * mma.sync.m16n8k64 kind::mxf4nvf4 with ue4m3 scales per 16 k
  * (sm_120a only, moe_fp4.cu), the experts' codes and scales as stored times
  * the activations' NVFP4 codes and scales (symoe_fp4act.h); each product
  * of two e2m1 codes and two ue4m3 scales is exact in F32, the global
@@ -132,7 +134,7 @@ typedef struct symk_qw {
     const float *global;
     int64_t scale_stride;
     int32_t b0, b1;
-    int32_t e8m0; /* FP4 data with E8M0 scales (MXFP4); the fp4mma tiles never get such a matrix */
+    int32_t e8m0; /* FP4 data with E8M0 scales (MXFP4); the fp4mma tiles then run their MX form */
 } symk_qw;
 
 /*
@@ -148,12 +150,14 @@ typedef struct symk_counts {
  * Activation rows quantised to NVFP4 (symoe_fp4act.h), device memory: row
  * a's codes at codes + a * ld_codes (element 2i in the low nibble of byte
  * i), its scales at scales + a * ld_scales (E4M3, one per 16 elements),
- * its global scale global[a].
+ * its global scale global[a]. With mx set, MXFP4 rows instead (syx_: E8M0
+ * scales, one per 32 elements; global[a] = 1), for MXFP4 experts.
  */
 typedef struct symk_qa {
     uint8_t *codes, *scales;
     float *global;
     int64_t ld_codes, ld_scales;
+    int32_t mx;
 } symk_qa;
 
 /* ld_codes and ld_scales for rows of K elements (multiples of 16 bytes). */

@@ -99,8 +99,8 @@ int symt_check_entry(const void *fit, const int64_t *entry, char *why, size_t ca
     const int v = (int)entry[0];
     char lim[300];
     if (symt_variants[v].kind == SYMT_FP4 && !f->fp4_act) {
-        snprintf(why, cap, "tile %s multiplies NVFP4 experts by NVFP4-quantised activations: it needs NVFP4 experts "
-                 "and [moe] activations = nvfp4", symt_variants[v].name);
+        snprintf(why, cap, "tile %s multiplies FP4 experts by FP4-quantised activations: it needs NVFP4 experts "
+                 "and [moe] activations = nvfp4, or MXFP4 experts and activations = mxfp4", symt_variants[v].name);
         return SY_ERR_UNSUPPORTED;
     }
     if (symt_check(&symt_variants[v], &f->needs[v], &f->lim, lim, sizeof lim)) {

@@ -19,7 +19,7 @@ typedef enum symt_kind {
     SYMT_MMA,   /* mma.sync bf16 split products (sm_80+), within SYMT_TC_BOUND of the fmaf tiles */
     SYMT_WGMMA, /* wgmma bf16 split products, sm_90a code: compute capability 9.0 only */
     SYMT_FP4,   /* block-scaled FP4 mma.sync (W4A4), sm_120a code: compute capability 12.0 only, and only for
-                 * NVFP4 experts with [moe] activations = nvfp4 */
+                 * NVFP4 experts with [moe] activations = nvfp4 or MXFP4 ones with activations = mxfp4 (MX form) */
 } symt_kind;
 
 typedef struct symt_variant {
@@ -104,7 +104,8 @@ int symt_table_selfcheck(sytune_table *t, symt_verdicts *vd, symt_selfcheck_fn f
 typedef struct symt_fit {
     symt_limits lim;
     symt_needs needs[SYMK_N_VARIANTS];
-    int fp4_act; /* the layer's activations are quantised to NVFP4 (NVFP4 experts, activations = nvfp4) */
+    int fp4_act; /* the layer's activations are quantised (NVFP4 experts with activations = nvfp4, or MXFP4 ones with
+                  * activations = mxfp4) */
 } symt_fit;
 
 /*
@@ -117,7 +118,8 @@ sytune_schema symt_schema(const symt_fit *fit, const char *log_name);
 /*
  * The schema's check: SY_OK, or SY_ERR_UNSUPPORTED with "does not fit this
  * device: <symt_check's why>", or for an fp4 tile without fit->fp4_act
- * "needs NVFP4 experts and [moe] activations = nvfp4".
+ * "needs NVFP4 experts and [moe] activations = nvfp4, or MXFP4 experts and
+ * activations = mxfp4".
  */
 int symt_check_entry(const void *fit, const int64_t *entry, char *why, size_t cap);
 
