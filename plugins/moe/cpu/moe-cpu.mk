@@ -8,6 +8,7 @@ plugins_moe_cpu_sy_moe_cpu_la_SOURCES = \
 	plugins/moe/cpu/moe_tune.h \
 	plugins/moe/cpu/moe_tune.c \
 	plugins/common/moe/sytune.h \
+	plugins/common/moe/symoe_bias.h \
 	plugins/common/moe/symoe_range.h \
 	plugins/common/moe/symoe_route.h \
 	plugins/common/moe/symoe_fp4act.h \

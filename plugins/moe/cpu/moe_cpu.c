@@ -15,6 +15,7 @@
 
 #include "moe_cpu.h"
 #include "symoe_fp4act.h"
+#include "symoe_bias.h"
 #include "symoe_range.h"
 #include "sykquant.h"
 #include "sykconv.h"
@@ -331,52 +332,24 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
     return SY_OK;
 }
 
-/* One [n] bias vector (F32, F16 or BF16) of expert e into dst as F32. */
-static int copy_bias(const sy_tensor *t, const char *what, int32_t e, int64_t n, float *dst, sy_err *err)
-{
-    int64_t r, c, ld;
-    if (!syk_wdtype_ok(t->dtype) || syk_view2d(t, &r, &c, &ld) || r != 1 || c != n || !t->data)
-        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: expert %d %s bias must be [%lld] "
-                          "F32/F16/BF16, found %s with %lld elements", e, what, (long long)n, sy_dtype_name(t->dtype),
-                          (long long)sy_tensor_numel(t));
-    syk_row_to_f32(dst, t->data, t->dtype, n);
-    return SY_OK;
-}
-
 /* has_bias: the experts' projection biases, kept as F32 and added by the GEMMs after each dot product. */
 static int prepare_layer_bias(void *inst, int32_t layer, const sy_tensor *gate_bias, const sy_tensor *up_bias,
                               const sy_tensor *down_bias, sy_err *err)
 {
     moe_cpu *m = inst;
-    if (!m->prepared)
-        return sy_err_set(err, SY_ERR_INVALID, "moe cpu: prepare_layer_bias before prepare");
-    if (layer < 0 || layer >= m->p.n_layers || !m->layers[layer].ready)
-        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: layer %d has no experts (prepare_layer "
-                          "first; layers [0, %d))", layer, m->p.n_layers);
-    if (!m->p.has_bias)
-        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: the problem's has_bias is 0");
-    if (!gate_bias || !up_bias)
-        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: gate_bias and up_bias arrays are required "
-                          "(down_bias may be NULL)");
-    const int32_t EL = m->e_count, e0 = m->e_first;
-    const int64_t F = m->p.inter, H = m->p.hidden;
-    float *b = malloc(sizeof(float) * (size_t)EL * (size_t)(2 * F + (down_bias ? H : 0)));
-    if (!b)
-        return sy_err_set(err, SY_ERR_NOMEM, "moe prepare_layer_bias: cannot allocate %d experts' biases", EL);
-    int rc = SY_OK;
-    for (int32_t e = 0; e < EL && !rc; e++)
-        if (!(rc = copy_bias(&gate_bias[e], "gate", e0 + e, F, b + (size_t)e * F, err)) &&
-            !(rc = copy_bias(&up_bias[e], "up", e0 + e, F, b + (size_t)(EL + e) * F, err)) && down_bias)
-            rc = copy_bias(&down_bias[e], "down", e0 + e, H, b + (size_t)2 * EL * F + (size_t)e * H, err);
-    if (rc) {
-        free(b);
+    const int loaded = m->prepared && layer >= 0 && layer < m->p.n_layers && m->layers[layer].ready;
+    float *b = NULL;
+    size_t n = 0;
+    int rc = symoe_gather_biases(SY_MOE_CPU_NAME, m->prepared, &m->p, layer, loaded, m->e_first, m->e_count,
+                                 gate_bias, up_bias, down_bias, &b, &n, err);
+    if (rc)
         return rc;
-    }
+    const size_t EL = (size_t)m->e_count, F = (size_t)m->p.inter;
     moe_layer *L = &m->layers[layer];
     free(L->gbias);
     L->gbias = b;
-    L->ubias = b + (size_t)EL * F;
-    L->dbias = down_bias ? b + (size_t)2 * EL * F : NULL;
+    L->ubias = b + EL * F;
+    L->dbias = down_bias ? b + 2 * EL * F : NULL;
     L->bias_ready = 1;
     return SY_OK;
 }

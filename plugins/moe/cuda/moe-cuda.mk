@@ -12,6 +12,7 @@ plugins_moe_cuda_sy_moe_cuda_la_SOURCES = \
 	plugins/moe/cuda/moe_fp4_frag.h \
 	plugins/common/moe/symoe_fp4act.h \
 	plugins/common/moe/sytune.h \
+	plugins/common/moe/symoe_bias.h \
 	plugins/common/moe/symoe_range.h \
 	plugins/common/moe/symoe_route.h \
 	plugins/common/moe/sytune.c \

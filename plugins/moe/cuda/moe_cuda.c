@@ -64,6 +64,7 @@
 #include "sycuda.h"
 #include "sykconv.h"
 #include "sykquant.h"
+#include "symoe_bias.h"
 #include "symoe_range.h"
 #include "sytune.h"
 
@@ -791,54 +792,27 @@ static int prepare_layer_bias(void *inst, int32_t layer, const sy_tensor *gate_b
     int rc = syc_enter(m->gpu, err, "moe cuda");
     if (rc)
         return rc;
-    if (layer < 0 || layer >= m->p.n_layers || !m->layers[layer].gate.w)
-        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: layer %d has no experts (prepare_layer first; "
-                          "layers [0, %d))", layer, m->p.n_layers);
-    if (!m->p.has_bias)
-        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: the problem's has_bias is 0");
-    if (!gate_bias || !up_bias)
-        return sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: gate_bias and up_bias arrays are required "
-                          "(down_bias may be NULL)");
-    const int32_t EL = m->e_count, e0 = m->e_first;
-    const int64_t F = m->p.inter, H = m->p.hidden;
-    const size_t n = (size_t)EL * (size_t)(2 * F + (down_bias ? H : 0));
-    float *b = malloc(sizeof(float) * n);
-    if (!b)
-        return sy_err_set(err, SY_ERR_NOMEM, "moe prepare_layer_bias: cannot allocate %d experts' biases", EL);
-    for (int32_t e = 0; e < EL && !rc; e++) {
-        const sy_tensor *t[3] = {&gate_bias[e], &up_bias[e], down_bias ? &down_bias[e] : NULL};
-        const int64_t len[3] = {F, F, H};
-        float *dst[3] = {b + (size_t)e * F, b + (size_t)(EL + e) * F, b + (size_t)2 * EL * F + (size_t)e * H};
-        static const char *const what[3] = {"gate", "up", "down"};
-        for (int i = 0; i < 3 && !rc && t[i]; i++) {
-            if ((t[i]->dtype != SY_DTYPE_F32 && t[i]->dtype != SY_DTYPE_F16 && t[i]->dtype != SY_DTYPE_BF16) ||
-                sy_tensor_numel(t[i]) != len[i] || t[i]->stride[t[i]->ndim > 0 ? t[i]->ndim - 1 : 0] != 1 ||
-                !t[i]->data)
-                rc = sy_err_set(err, SY_ERR_INVALID, "moe prepare_layer_bias: expert %d %s bias must be [%lld] "
-                                "F32/F16/BF16, found %s with %lld elements", e0 + e, what[i], (long long)len[i],
-                                sy_dtype_name(t[i]->dtype), (long long)sy_tensor_numel(t[i]));
-            else
-                syk_row_to_f32(dst[i], t[i]->data, t[i]->dtype, len[i]);
-        }
-    }
-    float *d = NULL;
-    if (!rc) {
-        cudaError_t ce = cudaMalloc((void **)&d, sizeof(float) * n);
-        if (ce == cudaSuccess)
-            ce = cudaMemcpy(d, b, sizeof(float) * n, cudaMemcpyHostToDevice);
-        if (ce != cudaSuccess) {
-            cudaFree(d);
-            rc = syc_fail(err, ce, "moe prepare_layer_bias: expert bias upload");
-        }
-    }
-    free(b);
-    if (rc)
+    const int loaded = layer >= 0 && layer < m->p.n_layers && m->layers[layer].gate.w;
+    float *b = NULL;
+    size_t n = 0;
+    if ((rc = symoe_gather_biases("cuda", m->prepared, &m->p, layer, loaded, m->e_first, m->e_count, gate_bias,
+                                  up_bias, down_bias, &b, &n, err)))
         return rc;
+    float *d = NULL;
+    cudaError_t ce = cudaMalloc((void **)&d, sizeof(float) * n);
+    if (ce == cudaSuccess)
+        ce = cudaMemcpy(d, b, sizeof(float) * n, cudaMemcpyHostToDevice);
+    free(b);
+    if (ce != cudaSuccess) {
+        cudaFree(d);
+        return syc_fail(err, ce, "moe prepare_layer_bias: expert bias upload");
+    }
+    const size_t EL = (size_t)m->e_count, F = (size_t)m->p.inter;
     moe_cuda_layer *L = &m->layers[layer];
     cudaFree(L->d_gbias);
     L->d_gbias = d;
-    L->d_ubias = d + (size_t)EL * F;
-    L->d_dbias = down_bias ? d + (size_t)2 * EL * F : NULL;
+    L->d_ubias = d + EL * F;
+    L->d_dbias = down_bias ? d + 2 * EL * F : NULL;
     return SY_OK;
 }
 
