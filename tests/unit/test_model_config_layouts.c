@@ -58,12 +58,7 @@ static json_t *mla(const char *arch, const char *count_key, int n)
 static int load(const char *name, json_t *cfg, sy_model_config *c, sy_err *err)
 {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
-    mkdir(dir, 0700);
-    char *text = json_dumps(cfg, JSON_INDENT(2));
-    tm_write_text(dir, "config.json", text);
-    free(text);
-    json_decref(cfg);
+    tm_write_config_dir(tmp, name, cfg, dir, sizeof dir);
     memset(err, 0, sizeof *err);
     logged[0] = '\0';
     fflush(stderr);

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int tm_failures;
@@ -69,6 +70,17 @@ int tm_write_file(const char *dir, const char *name, const void *data, size_t le
 int tm_write_text(const char *dir, const char *name, const char *text)
 {
     return tm_write_file(dir, name, text, strlen(text));
+}
+
+int tm_write_config_dir(const char *parent, const char *name, json_t *cfg, char *dir, size_t cap)
+{
+    snprintf(dir, cap, "%s/%s", parent, name);
+    mkdir(dir, 0700);
+    char *text = json_dumps(cfg, JSON_INDENT(2));
+    json_decref(cfg);
+    const int rc = text ? tm_write_text(dir, "config.json", text) : -1;
+    free(text);
+    return rc;
 }
 
 int tm_write_st_raw(const char *path, const char *header, long long hlen_override, const void *data, size_t len)

@@ -36,6 +36,8 @@ int tm_mkdtemp(char *out, size_t cap);
 void tm_rmtree(const char *path);
 int tm_write_file(const char *dir, const char *name, const void *data, size_t len);
 int tm_write_text(const char *dir, const char *name, const char *text);
+/* Writes cfg (taken: freed here) as <parent>/<name>/config.json; dir gets <parent>/<name>. */
+int tm_write_config_dir(const char *parent, const char *name, json_t *cfg, char *dir, size_t cap);
 /* A safetensors file from raw parts: hlen_override < 0 writes the real header length. */
 int tm_write_st_raw(const char *path, const char *header, long long hlen_override, const void *data, size_t len);
 
