@@ -12,6 +12,8 @@ include $(srcdir)/tests/serve.mk
 include $(srcdir)/tests/sampling.mk
 include $(srcdir)/tests/frontend.mk
 include $(srcdir)/tests/chat.mk
+include $(srcdir)/tests/grammar.mk
+include $(srcdir)/tests/toolcall.mk
 include $(srcdir)/tests/bench.mk
 include $(srcdir)/tests/comm.mk
 include $(srcdir)/tests/gpu/gpu.mk

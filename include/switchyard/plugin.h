@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 #define SY_ABI_MAJOR 1
-#define SY_ABI_MINOR 1
+#define SY_ABI_MINOR 2
 
 #define SY__CAT2(a, b) a##b
 #define SY__CAT(a, b) SY__CAT2(a, b)
@@ -233,7 +233,69 @@ typedef struct sy_request {
      * It must not block: copy what it needs, queue it, wake the I/O thread. */
     void (*on_event)(void *user, const struct sy_event *ev);
     void *user;
+    /*
+     * Appended in ABI 1.2 (the host reads them only when struct_size covers
+     * them; zero means off).
+     *
+     * logit_bias: added to the model's logits of these token ids before
+     * sampling (OpenAI's semantics: each bias in [-100, 100], ids distinct).
+     */
+    const int32_t *logit_bias_ids;
+    const float *logit_bias;
+    size_t n_logit_bias;
+    /*
+     * Constrained decoding (sy_constraint_kind): the output must be a text
+     * of the language constraint describes, enforced by token masks. The
+     * host compiles it at submit (SY_ERR_INVALID naming the offending
+     * keyword, under constraint_path, e.g. "response_format.json_schema.schema").
+     * With reasoning on, text inside <think>...</think> stays free and the
+     * constraint starts after it.
+     */
+    int32_t constraint_kind;
+    const char *constraint;      /* JSON_SCHEMA: the schema; REGEX: the pattern; CHOICE: a JSON array of strings; GRAMMAR: GBNF */
+    const char *constraint_path; /* the request field it came from, for errors (NULL: "constraint") */
+    /*
+     * Tool calls: tools_json is the request's tools (a JSON array of
+     * {"type": "function", "function": {"name", "description", "parameters"}}).
+     * When set and tool_choice is not NONE, the host parses the model's
+     * output with the model family's tool-call parser: calls arrive as
+     * sy_event.tool_calls, their markup never in text, and the request ends
+     * with finish_reason "tool_calls". REQUIRED and FUNCTION constrain the
+     * output to a well-formed call (of tool_choice_name for FUNCTION) whose
+     * arguments validate against the tool's parameters.
+     */
+    const char *tools_json;
+    int32_t tool_choice;          /* sy_tool_choice */
+    const char *tool_choice_name; /* FUNCTION: the function's name */
+    int32_t parallel_tool_calls;  /* 1: several calls may come in one turn (OpenAI's default) */
 } sy_request;
+
+typedef enum sy_constraint_kind {
+    SY_CONSTRAINT_NONE = 0,
+    SY_CONSTRAINT_JSON_OBJECT = 1, /* any JSON object (response_format json_object) */
+    SY_CONSTRAINT_JSON_SCHEMA = 2, /* JSON valid against constraint (a JSON schema) */
+    SY_CONSTRAINT_REGEX = 3,       /* a full match of constraint */
+    SY_CONSTRAINT_CHOICE = 4,      /* exactly one of the strings in constraint (a JSON array) */
+    SY_CONSTRAINT_GRAMMAR = 5      /* constraint in GBNF (docs/structured-outputs.md), root rule "root" */
+} sy_constraint_kind;
+
+typedef enum sy_tool_choice {
+    SY_TOOL_CHOICE_AUTO = 0,     /* the model decides; calls are parsed */
+    SY_TOOL_CHOICE_NONE = 1,     /* no parsing: the output is text */
+    SY_TOOL_CHOICE_REQUIRED = 2, /* at least one call, constrained */
+    SY_TOOL_CHOICE_FUNCTION = 3  /* one call of tool_choice_name, constrained */
+} sy_tool_choice;
+
+/* One piece of a tool call (ABI 1.2), in order: a call's first piece has
+ * its id and name, later pieces continue its arguments. Concatenating a
+ * call's arguments pieces gives a JSON object text. */
+typedef struct sy_tool_call_delta {
+    int32_t index;          /* the call's place in this request's output, from 0 */
+    const char *id;         /* first piece only; NULL otherwise */
+    const char *name;       /* first piece only; NULL otherwise */
+    const char *arguments;  /* a piece of the arguments text; may be empty */
+    size_t arguments_len;
+} sy_tool_call_delta;
 
 typedef enum sy_event_type {
     SY_EV_TEXT = 0,  /* new text (and its tokens) */
@@ -255,10 +317,14 @@ typedef struct sy_event {
     const int32_t *top_ids;  /* n_tokens x n_top alternatives, row-major */
     const float *top_logprobs;
     int32_t n_top;
-    const char *finish_reason; /* DONE: "stop" or "length" ("abort" when cancelled) */
+    const char *finish_reason; /* DONE: "stop", "length", "tool_calls" ("abort" when cancelled) */
     int32_t prompt_tokens, completion_tokens, cached_tokens;
     const char *error;       /* ERROR: one line */
     int32_t status;          /* ERROR: an HTTP-like status (400, 429, 500, 503) */
+    /* Appended in ABI 1.2 (read them only when struct_size covers them):
+     * tool-call pieces parsed from this event's output (request.tools_json). */
+    const sy_tool_call_delta *tool_calls;
+    size_t n_tool_calls;
 } sy_event;
 
 typedef struct sy_model_info {

@@ -1,0 +1,1 @@
+# Grammar tests: GBNF, JSON schema and regex compilers, matcher, token masks.

@@ -1,0 +1,1 @@
+# Tool-call tests: per-family parsers on recorded model text, family grammars.
