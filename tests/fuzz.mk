@@ -102,7 +102,7 @@ fuzz: config.h
 	for t in $(SY_FUZZ_TARGETS); do \
 	  echo "  FUZZLD   fuzz/fuzz_$$t"; \
 	  case $$t in \
-	    openai|http_h1) $(FUZZ_CC) $(SY_FUZZ_LDOPTS) -o fuzz/fuzz_$$t fuzz/obj/tests_fuzz_fuzz_$$t.o \
+	    openai|http_h1|anthropic) $(FUZZ_CC) $(SY_FUZZ_LDOPTS) -o fuzz/fuzz_$$t fuzz/obj/tests_fuzz_fuzz_$$t.o \
 	      fuzz/obj/tests_fuzz_fuzz_common.o fuzz/obj/tests_fuzz_fuzz_http_env.o $$http $(SY_FUZZ_HTTP_LIBS) || exit 1 ;; \
 	    *) $(FUZZ_CC) $(SY_FUZZ_LDOPTS) -o fuzz/fuzz_$$t fuzz/obj/tests_fuzz_fuzz_$$t.o \
 	      fuzz/obj/tests_fuzz_fuzz_common.o $(SY_FUZZ_CORE_LIBS) || exit 1 ;; \
@@ -119,3 +119,46 @@ fuzz check-fuzz:
 	  "libclang-rt-14-dev, or give FUZZ_CC=...; see docs/fuzzing.md)" >&2; exit 1
 endif
 .PHONY: fuzz check-fuzz
+
+# toolcall: the tool-call parsers of every family (core/toolcall), fed whole and in random pieces.
+SY_FUZZ_TARGETS += toolcall
+SY_FUZZ_HARNESS += tests/fuzz/fuzz_toolcall.c
+check_PROGRAMS += tests/fuzz/replay_toolcall
+TESTS += tests/fuzz/replay_toolcall
+tests_fuzz_replay_toolcall_SOURCES = tests/fuzz/fuzz_toolcall.c tests/fuzz/replay_main.c \
+	tests/fuzz/fuzz_common.c tests/fuzz/fuzz_common.h
+tests_fuzz_replay_toolcall_CPPFLAGS = $(libsycore_a_CPPFLAGS) -DFUZZ_TARGET='"toolcall"'
+tests_fuzz_replay_toolcall_LDADD = $(SY_CORE_LIBS)
+
+# anthropic: the Messages API request parser and its answers (plugins/frontend/http/http_anthropic*.c).
+SY_FUZZ_TARGETS += anthropic
+SY_FUZZ_HARNESS += tests/fuzz/fuzz_anthropic.c
+check_PROGRAMS += tests/fuzz/replay_anthropic
+TESTS += tests/fuzz/replay_anthropic
+tests_fuzz_replay_anthropic_SOURCES = tests/fuzz/fuzz_anthropic.c tests/fuzz/replay_main.c \
+	tests/fuzz/fuzz_common.c tests/fuzz/fuzz_common.h tests/fuzz/fuzz_http_env.c tests/fuzz/fuzz_http_env.h \
+	$(plugins_frontend_http_sy_frontend_http_la_SOURCES)
+tests_fuzz_replay_anthropic_CPPFLAGS = $(SY_FUZZ_HTTP_CPPOPTS) -DFUZZ_TARGET='"anthropic"'
+tests_fuzz_replay_anthropic_CFLAGS = $(SY_FUZZ_HTTP_COPTS)
+tests_fuzz_replay_anthropic_LDADD = $(SY_FUZZ_HTTP_LIBS)
+
+# json_schema: the JSON schema, regex and text_until grammar builders (core/grammar), then the compiler and matcher.
+SY_FUZZ_TARGETS += json_schema
+SY_FUZZ_HARNESS += tests/fuzz/fuzz_json_schema.c
+check_PROGRAMS += tests/fuzz/replay_json_schema
+TESTS += tests/fuzz/replay_json_schema
+tests_fuzz_replay_json_schema_SOURCES = tests/fuzz/fuzz_json_schema.c tests/fuzz/replay_main.c \
+	tests/fuzz/fuzz_common.c tests/fuzz/fuzz_common.h
+tests_fuzz_replay_json_schema_CPPFLAGS = $(libsycore_a_CPPFLAGS) -DFUZZ_TARGET='"json_schema"'
+tests_fuzz_replay_json_schema_LDADD = $(SY_CORE_LIBS)
+
+# gbnf: the GBNF parser and dump, the compiler, the matcher and the token masks
+# (each mask checked against a brute-force scan of a small vocabulary).
+SY_FUZZ_TARGETS += gbnf
+SY_FUZZ_HARNESS += tests/fuzz/fuzz_gbnf.c
+check_PROGRAMS += tests/fuzz/replay_gbnf
+TESTS += tests/fuzz/replay_gbnf
+tests_fuzz_replay_gbnf_SOURCES = tests/fuzz/fuzz_gbnf.c tests/fuzz/replay_main.c \
+	tests/fuzz/fuzz_common.c tests/fuzz/fuzz_common.h
+tests_fuzz_replay_gbnf_CPPFLAGS = $(libsycore_a_CPPFLAGS) -DFUZZ_TARGET='"gbnf"'
+tests_fuzz_replay_gbnf_LDADD = $(SY_CORE_LIBS)

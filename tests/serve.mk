@@ -25,3 +25,26 @@ EXTRA_DIST += tests/cli/test_serve_cli.sh
 # the graph-op test wrappers of tests/graphs.mk (sygraph, sygraph-attn).
 TESTS += tests/cli/test_serve_graph_metrics.sh
 EXTRA_DIST += tests/cli/test_serve_graph_metrics.sh
+
+# The server's message normalisation before a chat template renders, on the
+# shared chat-template oracle (tool calls as sent on the OpenAI wire, content
+# parts, the developer role).
+check_PROGRAMS += tests/unit/test_chat_glue
+TESTS += tests/unit/test_chat_glue
+tests_unit_test_chat_glue_SOURCES = tests/unit/test_chat_glue.c tests/unit/test_check.h
+tests_unit_test_chat_glue_CPPFLAGS = $(libsycore_a_CPPFLAGS)
+tests_unit_test_chat_glue_LDADD = $(SY_CORE_LIBS)
+
+# Constraints, logit_bias and tool calls in the server, on the small model
+# with the Qwen3 template (hermes tool calls); outputs checked by python's
+# jsonschema ($PYTHON_JSONSCHEMA, found by configure).
+check_PROGRAMS += tests/unit/test_serve_guide
+TESTS += tests/unit/test_serve_guide
+tests_unit_test_serve_guide_SOURCES = tests/unit/test_serve_guide.c tests/unit/test_check.h
+tests_unit_test_serve_guide_CPPFLAGS = $(libsycore_a_CPPFLAGS)
+tests_unit_test_serve_guide_LDADD = $(SY_CORE_LIBS)
+
+# The same end to end: `switchyard serve` over HTTP with the Qwen3 template,
+# python (urllib + jsonschema) as client and oracle.
+TESTS += tests/cli/test_serve_guide.sh
+EXTRA_DIST += tests/cli/test_serve_guide.sh

@@ -15,6 +15,6 @@ apt-get update
 apt-get install -y --no-install-recommends \
     build-essential autoconf automake libtool pkg-config \
     libinih-dev libjansson-dev libpcre2-dev libnghttp2-dev libssl-dev \
-    python3 python3-numpy python3-venv curl nghttp2-client \
+    python3 python3-numpy python3-jsonschema python3-venv curl nghttp2-client \
     libopenmpi-dev openmpi-bin \
     clang libclang-rt-14-dev

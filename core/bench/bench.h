@@ -33,6 +33,9 @@ typedef struct bench_opts {
     const char *plot;
     int progress;              /* 0 off, 1 auto */
     double timeout_s;          /* per request, 0: none */
+    const char *json_schema;   /* file: constrained requests carry it as response_format json_schema */
+    double constrained_fraction; /* share of requests constrained by json_schema, [0, 1] */
+    int fraction_given;
 } bench_opts;
 
 typedef struct bench_prompt {
@@ -40,6 +43,7 @@ typedef struct bench_prompt {
     size_t body_len;
     long input_len;  /* prompt tokens (exact for random; jsonl: from usage) */
     long output_len; /* max_tokens */
+    int constrained; /* carries --json-schema */
 } bench_prompt;
 
 typedef struct bench_result {

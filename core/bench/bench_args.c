@@ -35,7 +35,9 @@ static void usage(FILE *f)
             "  --single-stream          concurrency 1, one request of 256 output tokens: decode tok/s\n"
             "  --output-json FILE       every figure per level, and the configuration\n"
             "  --plot FILE.png          throughput and TPOT against concurrency\n"
-            "  --no-progress            no progress on stderr\n");
+            "  --no-progress            no progress on stderr\n"
+            "  --json-schema FILE       constrain requests to this JSON schema (response_format json_schema)\n"
+            "  --constrained-fraction F share of requests that carry --json-schema, in [0, 1] (default 1)\n");
 }
 
 static int parse_url(bench_opts *o, const char *url)
@@ -217,6 +219,15 @@ int bench_parse_args(bench_opts *o, int argc, char **argv)
             if (!VALUE())
                 return -1;
             o->output_json = v;
+        } else if (!strcmp(a, "--json-schema")) {
+            if (!VALUE())
+                return -1;
+            o->json_schema = v;
+        } else if (!strcmp(a, "--constrained-fraction")) {
+            if (!VALUE() || sy_cli_float(a, v, 0.0, 1.0, &d) < 0)
+                return -1;
+            o->constrained_fraction = d;
+            o->fraction_given = 1;
         } else if (!strcmp(a, "--plot")) {
             if (!VALUE())
                 return -1;
@@ -227,6 +238,12 @@ int bench_parse_args(bench_opts *o, int argc, char **argv)
         }
 #undef VALUE
     }
+    if (o->fraction_given && !o->json_schema) {
+        fprintf(stderr, "switchyard bench: --constrained-fraction needs --json-schema FILE\n");
+        return -1;
+    }
+    if (o->json_schema && !o->fraction_given)
+        o->constrained_fraction = 1.0;
     if (!strcmp(o->dataset, "jsonl") && !o->dataset_path) {
         fprintf(stderr, "switchyard bench: --dataset jsonl needs --dataset-path FILE\n");
         return -1;

@@ -31,13 +31,23 @@ static long rng_range(uint64_t *s, long lo, long hi) /* [lo, hi] */
     return lo + (long)(rng_next(s) % (uint64_t)(hi - lo + 1));
 }
 
-static int finish_body(bench_prompt *p, json_t *prompt, const char *model, long max_tokens, int ignore_eos)
+/* schema: NULL, or the JSON schema this request is constrained to (borrowed). */
+static int finish_body(bench_prompt *p, json_t *prompt, const char *model, long max_tokens, int ignore_eos,
+                       json_t *schema)
 {
     json_t *o = json_pack("{s:s, s:o, s:I, s:b, s:{s:b}, s:b, s:f}", "model", model, "prompt", prompt,
                           "max_tokens", (json_int_t)max_tokens, "stream", 1, "stream_options",
                           "include_usage", 1, "ignore_eos", ignore_eos, "temperature", 0.0);
     if (!o)
         return -1;
+    if (schema &&
+        json_object_set_new(o, "response_format",
+                            json_pack("{s:s, s:{s:s, s:O}}", "type", "json_schema", "json_schema", "name", "bench",
+                                      "schema", schema)) != 0) {
+        json_decref(o);
+        return -1;
+    }
+    p->constrained = schema != NULL;
     p->body = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!p->body)
@@ -47,8 +57,15 @@ static int finish_body(bench_prompt *p, json_t *prompt, const char *model, long 
     return 0;
 }
 
+/* Request i is constrained when floor((i + 1) f) > floor(i f): the share f spread evenly over the run. */
+static json_t *schema_for(const bench_opts *o, json_t *schema, size_t i)
+{
+    double f = o->constrained_fraction;
+    return schema && (long)((double)(i + 1) * f) > (long)((double)i * f) ? schema : NULL;
+}
+
 static int build_random(const bench_opts *o, const char *model, long vocab, long max_len, bench_prompt *ps,
-                        size_t n)
+                        size_t n, json_t *schema)
 {
     uint64_t st = o->seed;
     int ignore_eos = o->ignore_eos != 0; /* default on */
@@ -69,13 +86,13 @@ static int build_random(const bench_opts *o, const char *model, long vocab, long
         for (long j = 0; j < in; j++)
             json_array_append_new(ids, json_integer((json_int_t)(rng_next(&st) % (uint64_t)vocab)));
         ps[i].input_len = in;
-        if (finish_body(&ps[i], ids, model, out, ignore_eos) < 0)
+        if (finish_body(&ps[i], ids, model, out, ignore_eos, schema_for(o, schema, i)) < 0)
             return -1;
     }
     return 0;
 }
 
-static int build_jsonl(const bench_opts *o, const char *model, bench_prompt *ps, size_t n)
+static int build_jsonl(const bench_opts *o, const char *model, bench_prompt *ps, size_t n, json_t *schema)
 {
     FILE *f = fopen(o->dataset_path, "r");
     if (!f) {
@@ -104,7 +121,7 @@ static int build_jsonl(const bench_opts *o, const char *model, bench_prompt *ps,
         }
         long out = ol ? (long)json_integer_value(ol) : o->output_len;
         ps[got].input_len = 0; /* from usage */
-        if (finish_body(&ps[got], json_incref(pr), model, out, o->ignore_eos > 0) < 0) {
+        if (finish_body(&ps[got], json_incref(pr), model, out, o->ignore_eos > 0, schema_for(o, schema, got)) < 0) {
             json_decref(root);
             rc = -1;
             break;
@@ -135,8 +152,21 @@ int bench_dataset_build(const bench_opts *o, const char *model, long vocab, long
     bench_prompt *ps = calloc(n, sizeof *ps);
     if (!ps)
         return -1;
-    int rc = strcmp(o->dataset, "jsonl") == 0 ? build_jsonl(o, model, ps, n)
-                                               : build_random(o, model, vocab, max_model_len, ps, n);
+    json_t *schema = NULL;
+    if (o->json_schema) {
+        json_error_t je;
+        schema = json_load_file(o->json_schema, 0, &je);
+        if (!json_is_object(schema)) {
+            fprintf(stderr, "switchyard bench: --json-schema %s:%d:%d: %s\n", o->json_schema, je.line, je.column,
+                    schema ? "expected a JSON object (a JSON schema)" : je.text);
+            json_decref(schema);
+            free(ps);
+            return -1;
+        }
+    }
+    int rc = strcmp(o->dataset, "jsonl") == 0 ? build_jsonl(o, model, ps, n, schema)
+                                               : build_random(o, model, vocab, max_model_len, ps, n, schema);
+    json_decref(schema);
     if (rc < 0) {
         bench_dataset_free(ps, n);
         return -1;

@@ -107,6 +107,10 @@ int bench_write_json(const char *path, const bench_opts *o, const char *model, c
                             (json_int_t)o->output_len, "random_range_ratio", o->range_ratio, "seed",
                             (json_int_t)o->seed, "ignore_eos", o->ignore_eos, "single_stream", o->single_stream,
                             "model", model);
+    if (cfg && o->json_schema) {
+        json_object_set_new(cfg, "json_schema", json_string(o->json_schema));
+        json_object_set_new(cfg, "constrained_fraction", json_real(o->constrained_fraction));
+    }
     json_t *lv = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(lv, level_json(&s[i]));

@@ -13,6 +13,7 @@ static void usage(FILE *f)
             "commands:\n"
             "  bench      benchmark a running server (SGLang bench_serving's figures)\n"
             "  bench-comm allreduce latency and bus bandwidth of the comm plugins (nccl-tests' table)\n"
+            "  bench-grammar  token-mask time per token for constrained decoding (JSON schema, json_any)\n"
             "  doctor     the GPUs, driver and CUDA runtime (or why they fail), and the plugins auto picks\n"
             "  generate   generate text from a prompt (streams to stdout)\n"
             "  plugins    list the plugins found, with probe scores or why they cannot run\n"
@@ -42,6 +43,8 @@ int main(int argc, char **argv)
         return sy_cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "bench-comm") == 0)
         return sy_cmd_bench_comm(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench-grammar") == 0)
+        return sy_cmd_bench_grammar(argc - 1, argv + 1);
     if (strcmp(cmd, "doctor") == 0)
         return sy_cmd_doctor(argc - 1, argv + 1);
     if (strcmp(cmd, "generate") == 0)

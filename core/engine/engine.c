@@ -19,6 +19,10 @@ static const sy_key_decl model_keys[] = {
     {"tokenizer", SY_KEY_STRING, "", "directory holding tokenizer.json if not the model's", 1, 0, NULL},
     {"max_seq_len", SY_KEY_INT, "0", "longest prompt + output; 0: the model's max_position_embeddings", 0, 1 << 24, NULL},
     {"chat_template", SY_KEY_STRING, "", "a Jinja chat template file used instead of the model's own", 1, 0, NULL},
+    {"tool_parser", SY_KEY_STRING, "",
+     "the tool-call format of the model's output (glm45, glm47, deepseek_v3, deepseek_v31, deepseek_v32, hermes, "
+     "llama3_json, mistral, kimi_k2, harmony); empty: the one its chat template writes",
+     0, 0, NULL},
     {"moe_parallel", SY_KEY_ENUM, "tensor",
      "how --tp ranks split the routed experts: tensor = a slice of every expert; expert = whole experts, E/N per rank",
      1, 0, "tensor|expert"},
@@ -401,6 +405,7 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
         goto fail;
 
     snprintf(e->chat_template, sizeof e->chat_template, "%s", kv_str(mk, nmk, "chat_template"));
+    snprintf(e->tool_parser, sizeof e->tool_parser, "%s", kv_str(mk, nmk, "tool_parser"));
     e->expert_parallel = strcmp(kv_str(mk, nmk, "moe_parallel"), "expert") == 0;
     e->max_seq_len = (int32_t)sy_kv_int(mk, nmk, "max_seq_len", 0);
     if (e->max_seq_len <= 0 || e->max_seq_len > e->mc->max_pos)

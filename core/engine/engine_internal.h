@@ -52,6 +52,7 @@ struct sy_engine {
 
     int32_t max_batch_tokens, max_seqs, max_seq_len, max_blocks_per_seq;
     char chat_template[4096]; /* [model] chat_template: a template file overriding the model's */
+    char tool_parser[64];     /* [model] tool_parser: the tool-call family; empty: from the template */
 
     /* Activations in device memory, sized for max_batch_tokens rows. */
     sy_tensor h, xn, q, k, v, att_out, proj, gate, up, router, sel, logits;

@@ -52,6 +52,16 @@ int sy_gsrc_add_gbnf(sy_gsrc *src, const char *text, const char *where, sy_err *
  */
 int sy_gsrc_add_json_schema(sy_gsrc *src, const char *name, const char *schema_json, const char *path,
                             sy_err *err);
+/*
+ * An object schema without additionalProperties: JSON schema allows other
+ * properties, but OpenAI's strict mode, xgrammar and llama.cpp generate
+ * only the declared ones, and so does sy_gsrc_add_json_schema (both are
+ * valid). With SY_JSON_SCHEMA_ALLOW_EXTRA such objects admit extra
+ * properties too (any value, names no declared property has).
+ */
+#define SY_JSON_SCHEMA_ALLOW_EXTRA 1u
+int sy_gsrc_add_json_schema_flags(sy_gsrc *src, const char *name, const char *schema_json, const char *path,
+                                  unsigned flags, sy_err *err);
 /* Rule `name`: any JSON value (object_only: any JSON object). */
 int sy_gsrc_add_json_any(sy_gsrc *src, const char *name, bool object_only, sy_err *err);
 /* Rule `name`: a full match of the regex (ECMAScript subset as JSON schema's
@@ -89,6 +99,16 @@ int sy_gvocab_new(int32_t n_vocab, const char *const *bytes, const size_t *lens,
                   const int32_t *eos, size_t n_eos, sy_gvocab **out, sy_err *err);
 void sy_gvocab_free(sy_gvocab *v);
 int32_t sy_gvocab_size(const sy_gvocab *v);
+
+/*
+ * The vocabulary of a loaded tokenizer: each id's bytes as
+ * sy_tokenizer_token_bytes gives them (GPT-2 byte-level pieces mapped
+ * back to bytes, SentencePiece's U+2581 as a space and <0xHH> as the
+ * byte), special added tokens as special. eos/n_eos: the ids allowed where
+ * the grammar may end; eos NULL takes the tokenizer's (sy_tokenizer_eos).
+ */
+typedef struct sy_tokenizer sy_tokenizer;
+int sy_gvocab_from_tokenizer(const sy_tokenizer *t, const int32_t *eos, size_t n_eos, sy_gvocab **out, sy_err *err);
 
 /* ------------------------------------------------------------ matching */
 

@@ -12,7 +12,11 @@
 
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "grammar/grammar.h"
 #include "serve/text_filter.h"
+#include "toolcall/toolcall.h"
+
+struct sy_guide;
 
 typedef struct sy_seq {
     uint64_t id;
@@ -43,6 +47,24 @@ typedef struct sy_seq {
     bool ignore_eos;
     void (*on_event)(void *user, const struct sy_event *ev);
     void *user;
+    /* logit_bias, added to the logits before sampling. */
+    int32_t *bias_ids;
+    float *bias;
+    size_t n_bias;
+
+    /* Constrained decoding (a request constraint or a forced tool call); matcher NULL when free. */
+    struct sy_guide *guide;
+    const sy_grammar *grammar; /* a reference from the guide's cache */
+    sy_gmatcher *matcher;
+    bool wait_think;     /* the output is inside <think>: the constraint starts after </think> */
+    bool may_open_think; /* the first token may be the guide's <think> token (then wait_think) */
+    char think_tail[8];  /* the last bytes seen while waiting, to find a </think> split across tokens */
+    size_t n_think_tail;
+
+    /* Tool calls (request.tools_json with tool_choice not NONE); tparser NULL when off. */
+    sy_tools *tools;
+    sy_tool_parser *tparser;
+    sy_tool_out tout; /* what the parser made of this event's text */
 
     /* Output state. */
     sy_sampler sampler;
@@ -64,15 +86,20 @@ typedef struct sy_out_ctx {
     int32_t *eos;
     size_t n_eos;
     float *work;       /* [vocab] logits after penalties and masks */
+    uint32_t *mask;    /* [mask_words] the constraint's allowed tokens */
+    size_t mask_words;
     int32_t *top_ids;  /* [20] */
     float *top_lps;    /* [20] */
 } sy_out_ctx;
 
 /*
- * Validates req against the engine and copies it. Errors: SY_ERR_INVALID
- * naming the field, SY_ERR_NOMEM.
+ * Validates req against the engine and copies it; with guide (the
+ * server's; NULL: constraints and tools are refused) it also compiles the
+ * request's constraint and sets up its tool-call parsing (serve/guide.h).
+ * Errors: SY_ERR_INVALID naming the field, SY_ERR_NOMEM.
  */
-int sy_seq_new(const sy_request *req, sy_engine *e, uint64_t id, sy_seq **out, sy_err *err);
+int sy_seq_new(const sy_request *req, sy_engine *e, struct sy_guide *guide, uint64_t id, sy_seq **out,
+               sy_err *err);
 void sy_seq_free(sy_seq *s);
 
 int sy_out_ctx_init(sy_out_ctx *o, sy_engine *e, sy_err *err);
@@ -87,8 +114,8 @@ void sy_out_ctx_fini(sy_out_ctx *o);
 int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err);
 /*
  * Whether the next token is the plain greedy pick of the model's logits:
- * temperature 0, no penalty, no logprobs and min_tokens reached (before it
- * EOS and stop ids are masked). The engine may then pick on the device and
+ * temperature 0, no penalty, no logit_bias, no constraint, no logprobs and
+ * min_tokens reached (before it EOS and stop ids are masked). The engine may then pick on the device and
  * the caller passes the pick to sy_seq_on_pick instead of the logits.
  */
 bool sy_seq_greedy_only(const sy_seq *s);

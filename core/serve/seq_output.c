@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "serve/seq.h"
+#include "serve/guide.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -14,11 +15,18 @@
 #include <string.h>
 
 #define SY_MAX_TOP_LOGPROBS 20
+/* OpenAI's range for logit_bias values. */
+#define SY_MAX_LOGIT_BIAS 100.0f
+
+/* ABI 1.2 fields are read only when the caller's struct covers them. */
+#define HAS_FIELD(r, f) ((r)->struct_size >= offsetof(sy_request, f) + sizeof((r)->f))
 
 static int invalid(sy_err *err, const char *field, const char *why)
 {
     return sy_err_set(err, SY_ERR_INVALID, "%s: %s", field, why);
 }
+
+static int validate_bias(const sy_request *r, int32_t vocab, sy_err *err);
 
 static int validate(const sy_request *r, sy_engine *e, sy_err *err)
 {
@@ -76,6 +84,28 @@ static int validate(const sy_request *r, sy_engine *e, sy_err *err)
     for (size_t i = 0; i < r->n_stop_strings; i++)
         if (!r->stop_strings[i])
             return invalid(err, "stop", "a stop string is NULL");
+    return validate_bias(r, vocab, err);
+}
+
+static int validate_bias(const sy_request *r, int32_t vocab, sy_err *err)
+{
+    if (!HAS_FIELD(r, n_logit_bias) || r->n_logit_bias == 0)
+        return SY_OK;
+    if (!r->logit_bias_ids || !r->logit_bias)
+        return invalid(err, "logit_bias", "n_logit_bias is set but the ids or the biases are NULL");
+    for (size_t i = 0; i < r->n_logit_bias; i++) {
+        const int32_t id = r->logit_bias_ids[i];
+        const float b = r->logit_bias[i];
+        if (id < 0 || id >= vocab)
+            return sy_err_set(err, SY_ERR_INVALID, "logit_bias: token id %d is outside the vocabulary [0, %d)", id,
+                              vocab);
+        if (!(b >= -SY_MAX_LOGIT_BIAS && b <= SY_MAX_LOGIT_BIAS))
+            return sy_err_set(err, SY_ERR_INVALID, "logit_bias[\"%d\"]: must be a number in [-100, 100], found %g", id,
+                              (double)b);
+        for (size_t j = 0; j < i; j++)
+            if (r->logit_bias_ids[j] == id)
+                return sy_err_set(err, SY_ERR_INVALID, "logit_bias: token id %d is given twice", id);
+    }
     return SY_OK;
 }
 
@@ -87,7 +117,7 @@ static uint64_t pick_seed(uint64_t id)
     return x * 0xbf58476d1ce4e5b9ull;
 }
 
-int sy_seq_new(const sy_request *r, sy_engine *e, uint64_t id, sy_seq **out, sy_err *err)
+int sy_seq_new(const sy_request *r, sy_engine *e, sy_guide *guide, uint64_t id, sy_seq **out, sy_err *err)
 {
     *out = NULL;
     int rc = validate(r, e, err);
@@ -123,6 +153,15 @@ int sy_seq_new(const sy_request *r, sy_engine *e, uint64_t id, sy_seq **out, sy_
     if (r->n_stop_ids)
         memcpy(s->stop_ids, r->stop_ids, sizeof(int32_t) * r->n_stop_ids);
     s->n_stop_ids = r->n_stop_ids;
+    if (HAS_FIELD(r, n_logit_bias) && r->n_logit_bias) {
+        s->bias_ids = malloc(sizeof(int32_t) * r->n_logit_bias);
+        s->bias = malloc(sizeof(float) * r->n_logit_bias);
+        if (!s->bias_ids || !s->bias)
+            goto nomem;
+        memcpy(s->bias_ids, r->logit_bias_ids, sizeof(int32_t) * r->n_logit_bias);
+        memcpy(s->bias, r->logit_bias, sizeof(float) * r->n_logit_bias);
+        s->n_bias = r->n_logit_bias;
+    }
     if (s->frequency_penalty != 0.0f || s->presence_penalty != 0.0f || s->repetition_penalty != 1.0f)
         if (!(s->pen_counts = calloc((size_t)vocab, sizeof(int32_t))))
             goto nomem;
@@ -148,6 +187,8 @@ int sy_seq_new(const sy_request *r, sy_engine *e, uint64_t id, sy_seq **out, sy_
     }
     if (sy_text_filter_init(&s->filter, r->stop_strings, r->n_stop_strings, r->reasoning != 0, in_think))
         goto nomem;
+    if ((rc = sy_guide_seq_setup(guide, r, s, in_think, sp.seed, err)))
+        goto fail;
     s->t_arrival = sy_now();
     *out = s;
     return SY_OK;
@@ -166,7 +207,10 @@ void sy_seq_free(sy_seq *s)
     free(s->blocks);
     free(s->hashes);
     free(s->stop_ids);
+    free(s->bias_ids);
+    free(s->bias);
     free(s->pen_counts);
+    sy_guide_seq_free(s);
     sy_sampler_fini(&s->sampler);
     sy_detok_free(s->detok);
     sy_text_filter_fini(&s->filter);
@@ -188,7 +232,11 @@ int sy_out_ctx_init(sy_out_ctx *o, sy_engine *e, sy_err *err)
     o->work = malloc(sizeof(float) * (size_t)c->vocab);
     o->top_ids = malloc(sizeof(int32_t) * SY_MAX_TOP_LOGPROBS);
     o->top_lps = malloc(sizeof(float) * SY_MAX_TOP_LOGPROBS);
-    if (!o->eos || !o->work || !o->top_ids || !o->top_lps) {
+    /* The matcher's vocabulary is the tokenizer's, which may be larger than the model's. */
+    const int32_t tv = sy_tokenizer_vocab_size(o->tok);
+    o->mask_words = ((size_t)(tv > c->vocab ? tv : c->vocab) + 31) / 32;
+    o->mask = malloc(sizeof(uint32_t) * o->mask_words);
+    if (!o->eos || !o->work || !o->top_ids || !o->top_lps || !o->mask) {
         sy_out_ctx_fini(o);
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate output scratch for vocab %d", c->vocab);
     }
@@ -205,6 +253,7 @@ void sy_out_ctx_fini(sy_out_ctx *o)
     free(o->work);
     free(o->top_ids);
     free(o->top_lps);
+    free(o->mask);
     memset(o, 0, sizeof *o);
 }
 
@@ -275,17 +324,15 @@ static float logprobs(const float *x, int32_t V, int32_t chosen, int32_t n, int3
 
 static int on_token(sy_seq *s, sy_out_ctx *o, int32_t tok, const float *logits, sy_err *err);
 
-bool sy_seq_greedy_only(const sy_seq *s)
+/* Nothing but the sampler acts on the model's logits. */
+static bool plain_draw(const sy_seq *s)
 {
-    return s->sampler.p.temperature <= 0.0f && !s->pen_counts && s->top_logprobs < 0 &&
-           s->n_generated >= s->min_tokens;
+    return !s->pen_counts && !s->n_bias && !s->matcher && s->top_logprobs < 0 && s->n_generated >= s->min_tokens;
 }
 
-bool sy_seq_sample_only(const sy_seq *s)
-{
-    return s->sampler.p.temperature > 0.0f && !s->pen_counts && s->top_logprobs < 0 &&
-           s->n_generated >= s->min_tokens;
-}
+bool sy_seq_greedy_only(const sy_seq *s) { return s->sampler.p.temperature <= 0.0f && plain_draw(s); }
+
+bool sy_seq_sample_only(const sy_seq *s) { return s->sampler.p.temperature > 0.0f && plain_draw(s); }
 
 int sy_seq_on_pick(sy_seq *s, sy_out_ctx *o, int32_t tok, sy_err *err)
 {
@@ -298,15 +345,23 @@ int sy_seq_on_pick(sy_seq *s, sy_out_ctx *o, int32_t tok, sy_err *err)
 int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err)
 {
     const int32_t V = o->vocab;
-    /* Penalties and min_tokens act on a copy: logprobs report the model's own distribution. */
+    /* The constraint, logit_bias, penalties and min_tokens act on a copy: logprobs report the model's own
+     * distribution. */
     const float *dist = logits;
     const bool early = s->n_generated < s->min_tokens;
-    if (s->pen_counts || early) {
+    const bool masked = sy_guide_masks(s);
+    if (s->pen_counts || early || s->n_bias || masked) {
         memcpy(o->work, logits, sizeof(float) * (size_t)V);
+        int rc;
+        if (masked && (rc = sy_guide_apply_mask(s, o, o->work, err)))
+            return rc;
+        for (size_t i = 0; i < s->n_bias; i++)
+            o->work[s->bias_ids[i]] += s->bias[i];
         if (s->pen_counts)
             sy_apply_penalties(o->work, s->pen_counts, s->tokens + s->n_prompt, s->n_generated,
                                s->frequency_penalty, s->presence_penalty, s->repetition_penalty);
-        if (early) { /* before min_tokens nothing may end the request */
+        /* Before min_tokens nothing may end the request, unless the constraint allows nothing else. */
+        if (early && !(masked && sy_gmatcher_done(s->matcher))) {
             if (!s->ignore_eos)
                 for (size_t i = 0; i < o->n_eos; i++)
                     o->work[o->eos[i]] = -INFINITY;
@@ -316,6 +371,14 @@ int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err)
         dist = o->work;
     }
     return on_token(s, o, sy_sampler_next(&s->sampler, dist), logits, err);
+}
+
+/* Hands the filtered text to the tool parser (its content comes back in s->tout). */
+static int route_content(sy_seq *s, bool final, sy_err *err)
+{
+    int rc = sy_guide_route(s, s->content.p, s->content.len, false, final, err);
+    s->content.len = 0;
+    return rc;
 }
 
 /* Appends tok and emits its events; logits (for logprobs) may be NULL when none are asked for. */
@@ -340,23 +403,51 @@ static int on_token(sy_seq *s, sy_out_ctx *o, int32_t tok, const float *logits, 
 
     const char *finish = NULL;
     s->content.len = s->reasoning.len = 0;
+    if (s->tparser)
+        sy_tool_out_reset(&s->tout);
     int rc = 0;
+    bool done = false;
     const bool check = s->n_generated >= s->min_tokens;
-    if ((!s->ignore_eos && in_list(o->eos, o->n_eos, tok)) || in_list(s->stop_ids, s->n_stop_ids, tok)) {
+    /* A constrained request ends where its grammar lets EOS in, ignore_eos or not. */
+    const bool eos = in_list(o->eos, o->n_eos, tok) && (!s->ignore_eos || sy_guide_masks(s));
+    const bool marker = sy_guide_is_marker(s, tok);
+    if (eos || in_list(s->stop_ids, s->n_stop_ids, tok)) {
         finish = "stop"; /* the stop token's own text is not part of the output */
+    } else if (marker) {
+        /* A markup token reaches the parser whole and as itself (skip_special or not), after the text the
+         * filter still holds. */
+        const char *t = sy_tokenizer_piece(o->tok, tok);
+        const size_t tl = t ? strlen(t) : 0;
+        rc = sy_text_filter_push(&s->filter, "", 0, check, true, &s->content, &s->reasoning);
+        if (rc < 0)
+            return sy_err_set(err, SY_ERR_NOMEM, "out of memory in the output filter");
+        if (rc == 1)
+            finish = "stop";
+        else if ((rc = route_content(s, false, err)) || (rc = sy_guide_route(s, t, tl, true, false, err)) ||
+                 (rc = sy_guide_accept(s, tok, t, tl, &done, err)))
+            return rc;
     } else {
         const char *piece = NULL;
         size_t len = 0;
         if ((rc = sy_detok_push(s->detok, tok, &piece, &len, err)))
             return rc;
+        if (s->matcher) {
+            /* The wait for </think> reads the token's own bytes, which skip_special leaves out of the piece. */
+            const char *t = sy_tokenizer_is_special(o->tok, tok) ? sy_tokenizer_piece(o->tok, tok) : piece;
+            const size_t tl = t == piece ? len : t ? strlen(t) : 0;
+            if ((rc = sy_guide_accept(s, tok, t, tl, &done, err)))
+                return rc;
+        }
         rc = sy_text_filter_push(&s->filter, piece, len, check, false, &s->content, &s->reasoning);
         if (rc < 0)
             return sy_err_set(err, SY_ERR_NOMEM, "out of memory in the output filter");
         if (rc == 1)
             finish = "stop";
-        else if (s->n_generated >= s->max_tokens || s->n_tokens >= o->max_seq_len)
-            finish = "length";
     }
+    if (!finish && done)
+        finish = "stop"; /* the constraint is complete */
+    if (!finish && (s->n_generated >= s->max_tokens || s->n_tokens >= o->max_seq_len))
+        finish = "length";
     if (finish && !s->filter.stopped) {
         /* Flush what the detokeniser and the filter held back. */
         const char *piece = NULL;
@@ -365,6 +456,22 @@ static int on_token(sy_seq *s, sy_out_ctx *o, int32_t tok, const float *logits, 
             return rc;
         if (sy_text_filter_push(&s->filter, piece, len, check, true, &s->content, &s->reasoning) < 0)
             return sy_err_set(err, SY_ERR_NOMEM, "out of memory in the output filter");
+    }
+    if (s->tparser) {
+        if (eos && marker) { /* an end token that is also markup (harmony's <|call|>) closes the call */
+            const char *t = sy_tokenizer_piece(o->tok, tok);
+            if ((rc = route_content(s, false, err)) || (rc = sy_guide_route(s, t, t ? strlen(t) : 0, true, false, err)))
+                return rc;
+        }
+        if ((rc = route_content(s, finish != NULL, err)))
+            return rc;
+        if (sy_buf_append(&s->content, s->tout.content.p, s->tout.content.len) ||
+            sy_buf_append(&s->reasoning, s->tout.reasoning.p, s->tout.reasoning.len))
+            return sy_err_set(err, SY_ERR_NOMEM, "out of memory in the output filter");
+        ev.tool_calls = s->tout.deltas;
+        ev.n_tool_calls = s->tout.n_deltas;
+        if (finish && strcmp(finish, "stop") == 0 && sy_tool_parser_calls(s->tparser) > 0)
+            finish = "tool_calls";
     }
     ev.text = s->content.len ? s->content.p : "";
     ev.text_len = s->content.len;

@@ -9,4 +9,5 @@ libsycore_a_SOURCES += \
 	core/serve/metrics.c core/serve/metrics.h \
 	core/serve/server.c core/serve/server.h \
 	core/serve/chat_glue.c core/serve/chat_glue.h \
+	core/serve/guide.c core/serve/guide.h \
 	core/serve/serving_proxy.c core/serve/serving_proxy.h

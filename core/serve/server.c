@@ -3,6 +3,7 @@
 #include "serve/server.h"
 #include "engine/engine_internal.h"
 #include "serve/chat_glue.h"
+#include "serve/guide.h"
 #include "serve/metrics.h"
 #include "serve/seq.h"
 #include "util/log.h"
@@ -19,8 +20,9 @@ struct sy_server {
     sy_serving_api api;
     sy_engine *e;
     sy_sched *sched;
-    sy_chat_template *chat; /* NULL when the model's template failed to load (apply_chat_template says why) */
+    sy_serve_chat *chat; /* NULL when the model's template failed to load (apply_chat_template says why) */
     char chat_error[512];
+    sy_guide guide; /* constraints and tool calls: the grammar cache, the token vocabulary, the tool family */
     sy_serve_metrics metrics;
     int32_t max_waiting;
     char model_id[256];
@@ -173,7 +175,7 @@ static int api_submit(void *ctx, const sy_request *req, uint64_t *id, sy_err *er
     pthread_mutex_unlock(&s->lock);
     sy_seq *q = NULL;
     /* Validation and copying happen here, on the caller's thread, not the engine's. */
-    int rc = sy_seq_new(req, s->e, my_id, &q, err);
+    int rc = sy_seq_new(req, s->e, &s->guide, my_id, &q, err);
     if (rc)
         return rc;
     pthread_mutex_lock(&s->lock);
@@ -397,6 +399,19 @@ int sy_server_new(sy_engine *e, const sy_server_opts *opts, sy_server **out, sy_
         snprintf(s->chat_error, sizeof s->chat_error, "%s", cerr.msg);
         sy_warn("chat template: %s (chat completions will be refused)", cerr.msg);
     }
+    /* The tool-call family is the operator's, else the one the template writes. */
+    if ((rc = sy_guide_init(&s->guide, e, e->tool_parser, s->chat ? s->chat->source : NULL, err))) {
+        sy_serve_chat_free(s->chat);
+        sy_sched_free(s->sched);
+        sy_serve_metrics_fini(&s->metrics);
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->wake);
+        pthread_cond_destroy(&s->idle);
+        free(s);
+        return rc;
+    }
+    if (s->guide.family)
+        sy_info("tool calls: %s format (from %s)", sy_tool_family_name(s->guide.family), s->guide.family_from);
     s->api = (sy_serving_api){.struct_size = sizeof(sy_serving_api),
                               .submit = api_submit,
                               .cancel = api_cancel,
@@ -481,7 +496,8 @@ void sy_server_free(sy_server *s)
         sy_seq_free(q);
     }
     sy_sched_free(s->sched); /* aborts what is left */
-    sy_chat_template_free(s->chat);
+    sy_guide_fini(&s->guide); /* after the requests: they hold its grammars */
+    sy_serve_chat_free(s->chat);
     if (s->e->host.api.serving == &s->api)
         s->e->host.api.serving = NULL;
     free(s->cancels);

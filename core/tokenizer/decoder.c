@@ -503,3 +503,92 @@ int sy__dstate_finish(sy_tok_dstate *d, sy_tok_buf *out)
     }
     return 0;
 }
+
+/* ------------------------------------------------------------ token bytes */
+
+/* One stage on one token in the middle of a sequence (so the start-only
+ * steps, Metaspace's first-space and a fused Strip, do nothing), without
+ * the UTF-8 repair the streaming decoder does: raw bytes stay raw. */
+static int sy__token_stage(const sy__stage *st, bool fused, sy_tok_buf *in, sy_tok_buf *out)
+{
+    out->len = 0;
+    const char *s = in->p ? in->p : "";
+    size_t n = in->len;
+    switch (st->kind) {
+    case SY__D_JOIN:
+        return sy__buf_putc(out, ' ') || sy__buf_put(out, s, n) ? SY_ERR_NOMEM : 0;
+    case SY__D_BYTEFALLBACK: {
+        uint8_t b;
+        if (sy__is_byte_token(s, n, &b))
+            return sy__buf_putc(out, (char)b) ? SY_ERR_NOMEM : 0;
+        return sy__buf_put(out, s, n) ? SY_ERR_NOMEM : 0;
+    }
+    case SY__D_FUSE:
+        return sy__buf_put(out, s, n) ? SY_ERR_NOMEM : 0;
+    case SY__D_BYTELEVEL: {
+        bool all = true;
+        for (size_t k = 0, adv; k < n && all; k += adv)
+            all = sy__char_byte(sy__utf8_next(s + k, n - k, &adv)) >= 0;
+        if (!all)
+            return sy__buf_put(out, s, n) ? SY_ERR_NOMEM : 0;
+        for (size_t k = 0, adv; k < n; k += adv)
+            if (sy__buf_putc(out, (char)sy__char_byte(sy__utf8_next(s + k, n - k, &adv))))
+                return SY_ERR_NOMEM;
+        return 0;
+    }
+    case SY__D_METASPACE:
+        for (size_t k = 0, adv; k < n; k += adv) {
+            uint32_t cp = sy__utf8_next(s + k, n - k, &adv);
+            if (cp == st->ch ? sy__buf_putc(out, ' ') : sy__buf_put(out, s + k, adv))
+                return SY_ERR_NOMEM;
+        }
+        return 0;
+    case SY__D_STRIP: {
+        if (fused) /* it strips the start and end of the whole text only */
+            return sy__buf_put(out, s, n) ? SY_ERR_NOMEM : 0;
+        char enc[4];
+        size_t el = sy__utf8_put(st->ch, enc), a = 0, b = n;
+        for (size_t k = 0; k < st->start && b - a >= el && !memcmp(s + a, enc, el); k++)
+            a += el;
+        for (size_t k = 0; k < st->stop && b - a >= el && !memcmp(s + b - el, enc, el); k++)
+            b -= el;
+        return sy__buf_put(out, s + a, b - a) ? SY_ERR_NOMEM : 0;
+    }
+    case SY__D_REPLACE: {
+        pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+        sy_tok_spans sp = {0};
+        sy_err e;
+        int rc = md ? sy__re_find_all(&st->re, s, n, md, &sp, &e) : SY_ERR_NOMEM;
+        for (size_t k = 0; !rc && k < sp.n; k++)
+            if (sp.v[k].match ? sy__buf_put(out, st->content, st->content_len)
+                              : sy__buf_put(out, s + sp.v[k].off, sp.v[k].len))
+                rc = SY_ERR_NOMEM;
+        sy__spans_free(&sp);
+        pcre2_match_data_free(md);
+        return rc;
+    }
+    }
+    return 0;
+}
+
+int sy_tokenizer_token_bytes(const sy_tokenizer *t, int32_t id, char *buf, size_t cap)
+{
+    if (!t || id < 0 || id >= t->n_ids || t->piece_off[id] == UINT32_MAX)
+        return -1;
+    sy_tok_buf a = {0}, b = {0};
+    int rc = sy__buf_put(&a, t->arena.p + t->piece_off[id], t->piece_len[id]) ? SY_ERR_NOMEM : 0;
+    bool fused = false;
+    for (size_t i = 0; !rc && i < t->dec->n; i++) {
+        rc = sy__token_stage(&t->dec->st[i], fused, &a, &b);
+        fused |= t->dec->st[i].kind == SY__D_FUSE || t->dec->st[i].kind == SY__D_BYTELEVEL;
+        sy_tok_buf x = a;
+        a = b;
+        b = x;
+    }
+    int len = rc || a.len > INT32_MAX ? -1 : (int)a.len;
+    if (len > 0 && buf)
+        memcpy(buf, a.p, (size_t)len < cap ? (size_t)len : cap);
+    sy__buf_free(&a);
+    sy__buf_free(&b);
+    return len;
+}

@@ -52,6 +52,15 @@ size_t sy_tokenizer_eos(const sy_tokenizer *t, const int32_t **ids);
 bool sy_tokenizer_is_special(const sy_tokenizer *t, int32_t id);
 /* The token's string as in the vocabulary (e.g. "▁the", "Ġthe"), or NULL. */
 const char *sy_tokenizer_piece(const sy_tokenizer *t, int32_t id);
+/*
+ * The bytes token id contributes in the middle of a decoded text: the
+ * decoder chain applied to its piece alone, with no UTF-8 repair (a
+ * byte-level or <0xHH> token that is part of a character gives its raw
+ * bytes) and none of the steps that act only at the start of a sequence.
+ * Writes up to cap bytes to buf; returns the full length, or -1 for an id
+ * without a piece (or out of memory). Constrained decoding uses it.
+ */
+int sy_tokenizer_token_bytes(const sy_tokenizer *t, int32_t id, char *buf, size_t cap);
 /* Looks a token string up (vocabulary or added tokens); -1 if absent. */
 int32_t sy_tokenizer_token_id(const sy_tokenizer *t, const char *piece);
 

@@ -73,16 +73,24 @@ typedef struct sy_tool_out {
 void sy_tool_out_reset(sy_tool_out *o);
 void sy_tool_out_fini(sy_tool_out *o);
 
-/* seed makes call ids reproducible ("call_" and 24 characters; Mistral's 9). */
+/* seed makes call ids reproducible ("call_" and 24 characters; Mistral's 9;
+ * an id the model writes, Kimi's "functions.NAME:IDX" or Mistral's [CALL_ID],
+ * is kept). tools (may be NULL: values untyped) must outlive the parser; a
+ * call of a name it does not declare is still reported. */
 int sy_tool_parser_new(const sy_tool_family *f, const sy_tools *tools, uint64_t seed, sy_tool_parser **out,
                        sy_err *err);
 void sy_tool_parser_free(sy_tool_parser *p);
 /*
  * Feeds the next piece of output. special: the piece is one special
- * token's whole text (markup tokens are recognised only so; other special
- * text is dropped). final: the output ended; what is held back is flushed
- * (text that turned out not to be a call goes to content). Returns 0,
- * or an sy_status on failure.
+ * token's whole text: a marker of the family's markup (one of
+ * sy_tool_family_markers) is read as markup and also ends a raw value or
+ * a JSON value it interrupts (not a JSON string: there it is text); other
+ * special text is dropped. Markup written as plain text is recognised
+ * too, so a piece may be any part of the output, down to one byte.
+ * final: the output ended; what is held back is flushed (text that turned
+ * out not to be a call goes to content) and a call left open is completed
+ * (its arguments closed up to a JSON object). Returns 0, or an sy_status
+ * on failure.
  */
 int sy_tool_parser_push(sy_tool_parser *p, const char *text, size_t len, bool special, bool final,
                         sy_tool_out *out, sy_err *err);

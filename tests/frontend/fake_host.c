@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "fake_host.h"
+#include "fake_script.h"
 
 struct fake_req {
     fake_req *next;
@@ -30,7 +31,11 @@ struct fake_req {
     int fail_after;
     int think;
     int manual;
+    int eos_after; /* "eos": finish "stop" after this many tokens, -1: never */
+    int tool_step; /* "calltool": 1 once the call is due, then its pieces */
+    char tool_name[64];
     int ended; /* stepped to its end outside the engine thread */
+    fake_script *script; /* a constrained or tool-call answer (fake_script.h), NULL: free text */
     long long next_at_ms;
     char text[8192];
     size_t text_len;
@@ -93,6 +98,21 @@ static int contains(const int32_t *ids, size_t n, const char *word)
 
 static int step(fake_req *r);
 
+static void set_str(char **slot, const char *s)
+{
+    free(*slot);
+    *slot = s ? strdup(s) : NULL;
+}
+
+/* The first tool's name in an OpenAI tools JSON text, "" when none. */
+static void first_tool_name(const char *tools_json, char *out, size_t n)
+{
+    json_t *t = json_loads(tools_json, 0, NULL);
+    const char *name = json_string_value(json_object_get(json_object_get(json_array_get(t, 0), "function"), "name"));
+    snprintf(out, n, "%s", name ? name : "");
+    json_decref(t);
+}
+
 static int fh_submit(void *ctx, const sy_request *req, uint64_t *id, sy_err *err)
 {
     fake_host *fh = ctx;
@@ -133,7 +153,31 @@ static int fh_submit(void *ctx, const sy_request *req, uint64_t *id, sy_err *err
     r->fail_after = contains(r->prompt, r->n_prompt, "fail") ? 2 : -1;
     r->think = r->reasoning && contains(r->prompt, r->n_prompt, "think");
     r->manual = contains(r->prompt, r->n_prompt, "manual");
+    r->eos_after = contains(r->prompt, r->n_prompt, "eos") ? 2 : -1;
+    if (req->tools_json && req->tool_choice != SY_TOOL_CHOICE_NONE && contains(r->prompt, r->n_prompt, "calltool") &&
+        !contains(r->prompt, r->n_prompt, "<tool>")) {
+        r->tool_step = 1;
+        first_tool_name(req->tools_json, r->tool_name, sizeof r->tool_name);
+    }
     pthread_mutex_lock(&fh->mu);
+    fh->last_req = *req;
+    set_str(&fh->last_req_tools, req->tools_json);
+    set_str(&fh->last_req_choice_name, req->tool_choice_name);
+    set_str(&fh->last_req_constraint, req->constraint);
+    set_str(&fh->last_req_constraint_path, req->constraint_path);
+    fh->last_req_bias[0] = '\0';
+    for (size_t i = 0, k = 0; i < req->n_logit_bias && k + 32 < sizeof fh->last_req_bias; i++)
+        k += (size_t)snprintf(fh->last_req_bias + k, sizeof fh->last_req_bias - k, "%s%d:%g", i ? " " : "",
+                              req->logit_bias_ids[i], (double)req->logit_bias[i]);
+    r->script = fake_script_new(req, contains(r->prompt, r->n_prompt, "calltwo"));
+    fh->last_req.prompt_ids = NULL;
+    fh->last_req.stop_ids = NULL;
+    fh->last_req.stop_strings = NULL;
+    fh->last_req.tools_json = fh->last_req.tool_choice_name = fh->last_req.constraint = NULL;
+    fh->last_req.constraint_path = NULL;
+    fh->last_req.logit_bias_ids = NULL;
+    fh->last_req.logit_bias = NULL;
+    fh->last_req.user = NULL;
     if (contains(r->prompt, r->n_prompt, "hold")) {
         for (fake_req *m = fh->reqs; m; m = m->next)
             if (m->manual && !m->cancelled) {
@@ -213,8 +257,12 @@ static int fh_detokenize(void *ctx, const int32_t *ids, size_t n, char **text, s
 static int fh_chat(void *ctx, const char *messages_json, const char *tools_json, int add_generation_prompt,
                    const char *kwargs_json, char **out, size_t *len, sy_err *err)
 {
-    (void)ctx;
-    (void)tools_json;
+    fake_host *fh = ctx;
+    pthread_mutex_lock(&fh->mu);
+    set_str(&fh->last_messages, messages_json);
+    set_str(&fh->last_tools, tools_json);
+    set_str(&fh->last_kwargs, kwargs_json);
+    pthread_mutex_unlock(&fh->mu);
     json_error_t je;
     json_t *msgs = json_loads(messages_json, 0, &je);
     if (!msgs)
@@ -292,6 +340,61 @@ static void finish(fake_req *r, const char *reason)
     r->on_event(r->user, &ev);
 }
 
+/* "calltool": the call's pieces, one step each, then the end. */
+static int tool_step(fake_req *r)
+{
+    static const char *const args[] = {"{\"city\": ", "\"Paris\"}"};
+    if (r->tool_step > 2) {
+        finish(r, "tool_calls");
+        return 1;
+    }
+    sy_tool_call_delta d = {.index = 0, .arguments = args[r->tool_step - 1]};
+    d.arguments_len = strlen(d.arguments);
+    if (r->tool_step == 1) {
+        d.id = "call_fake0";
+        d.name = r->tool_name;
+    }
+    int32_t id = r->prompt[(size_t)r->produced % r->n_prompt];
+    r->produced++;
+    r->tool_step++;
+    sy_event ev;
+    fill_event(&ev, r, SY_EV_TEXT);
+    ev.tokens = &id;
+    ev.n_tokens = 1;
+    ev.tool_calls = &d;
+    ev.n_tool_calls = 1;
+    r->on_event(r->user, &ev);
+    return 0;
+}
+
+/* The scripted answer's next piece (fake_script.h), then its end. */
+static int script_step(fake_req *r)
+{
+    fake_script *s = r->script;
+    if (s->at == s->n) {
+        finish(r, s->finish);
+        return 1;
+    }
+    const fake_piece *p = &s->pieces[s->at++];
+    int32_t id = 'x';
+    r->produced++;
+    sy_event ev;
+    fill_event(&ev, r, SY_EV_TEXT);
+    ev.tokens = &id;
+    ev.n_tokens = 1;
+    sy_tool_call_delta d = {.index = p->call, .id = p->id, .name = p->name, .arguments = p->bytes,
+                            .arguments_len = p->len};
+    if (p->call < 0) {
+        ev.text = p->bytes;
+        ev.text_len = p->len;
+    } else {
+        ev.tool_calls = &d;
+        ev.n_tool_calls = 1;
+    }
+    r->on_event(r->user, &ev);
+    return 0;
+}
+
 /* One step of a request; returns 1 when it ended. Called with fh->mu held. */
 static int step(fake_req *r)
 {
@@ -320,6 +423,15 @@ static int step(fake_req *r)
         finish(r, "length");
         return 1;
     }
+    if (r->eos_after >= 0 && r->produced >= r->eos_after) {
+        r->produced++; /* the EOS token: counted, no text */
+        finish(r, "stop");
+        return 1;
+    }
+    if (r->script)
+        return script_step(r);
+    if (r->tool_step && r->produced >= 1)
+        return tool_step(r);
     int32_t id = r->prompt[(size_t)r->produced % r->n_prompt];
     for (size_t i = 0; i < r->n_stop_ids; i++)
         if (r->stop_ids[i] == id) {
@@ -378,6 +490,7 @@ static int step(fake_req *r)
 
 static void free_req(fake_req *r)
 {
+    fake_script_free(r->script);
     for (size_t i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
     free(r->stops);
@@ -509,6 +622,16 @@ void fake_host_stop(fake_host *fh)
     if (fh->dl)
         dlclose(fh->dl);
     fh->dl = NULL;
+    free(fh->last_messages);
+    free(fh->last_tools);
+    free(fh->last_kwargs);
+    free(fh->last_req_tools);
+    free(fh->last_req_choice_name);
+    free(fh->last_req_constraint);
+    free(fh->last_req_constraint_path);
+    fh->last_req_constraint_path = NULL;
+    fh->last_messages = fh->last_tools = fh->last_kwargs = NULL;
+    fh->last_req_tools = fh->last_req_choice_name = fh->last_req_constraint = NULL;
     pthread_mutex_destroy(&fh->mu);
 }
 

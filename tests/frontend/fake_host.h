@@ -14,7 +14,17 @@
  * engine thread until a "hold" request arrives), "hold" (fh_submit, on the
  * frontend's I/O thread, steps each "manual" request once, releases it to
  * the engine thread and calls on_hold before returning: the test acts
- * while that I/O thread is busy and events are already queued for it).
+ * while that I/O thread is busy and events are already queued for it),
+ * "eos" (ends with finish_reason "stop" after two tokens, as an EOS would),
+ * "calltool" with tools_json and no "<tool>" message rendered (after one
+ * text token, one call of the first tool, id "call_fake0", arguments
+ * {"city": "Paris"} in two pieces, then finish_reason "tool_calls").
+ *
+ * The template renders "<role>content\n" per message (string contents
+ * only), "think\n" when kwargs mention enable_thinking, then "<assistant>".
+ * What the last apply_chat_template and submit got is kept in last_*.
+ * A constrained request or one whose tool_choice forces a call gets a
+ * scripted answer instead (fake_script.h).
  */
 #ifndef SY_TEST_FAKE_HOST_H
 #define SY_TEST_FAKE_HOST_H
@@ -43,6 +53,13 @@ typedef struct fake_host {
     const sy_plugin_desc *desc;
     void *inst;
     int verbose;
+    /* guarded by mu: the last apply_chat_template's arguments (NULL when not given) */
+    char *last_messages, *last_tools, *last_kwargs;
+    /* guarded by mu: the last submitted request (its pointers cleared) and its strings */
+    sy_request last_req;
+    char *last_req_tools, *last_req_choice_name, *last_req_constraint;
+    char *last_req_constraint_path;
+    char last_req_bias[512]; /* the logit_bias pairs as "id:bias id:bias" */
 } fake_host;
 
 /* Loads the plugin and starts it with the given "key=value" overrides

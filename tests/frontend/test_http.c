@@ -630,6 +630,339 @@ static void test_tls(void)
     }
 }
 
+/* ---------------------------------------------------------------- issue 18: strict fields, tools, constraints */
+
+#define USER_HI "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+
+/* A 400 whose param is exactly `param` (and, when given, whose body holds needle). */
+static void expect_param(int port, const char *path, const char *body, const char *param, const char *needle)
+{
+    resp r;
+    req(port, "POST", path, NULL, body, &r);
+    char want[256];
+    snprintf(want, sizeof want, "\"param\":\"%s\"", param);
+    if (r.status != 400 || !strstr(body_of(&r), want) || (needle && !strstr(body_of(&r), needle)))
+        fprintf(stderr, "expected 400 naming %s for %s, got: %s\n", param, body, body_of(&r));
+    CHECK(r.status == 400);
+    CHECK_CONTAINS(body_of(&r), want);
+    if (needle)
+        CHECK_CONTAINS(body_of(&r), needle);
+}
+
+static void test_strict_fields(int port)
+{
+    const char *cc = "/v1/chat/completions", *c = "/v1/completions";
+    /* unknown fields, top level and nested */
+    expect_param(port, cc, "{" USER_HI ",\"frobnicate\":1}", "frobnicate", "unknown field 'frobnicate'");
+    expect_param(port, cc, "{" USER_HI ",\"prompt\":\"x\"}", "prompt", "\"code\":\"unknown_parameter\"");
+    expect_param(port, c, "{\"prompt\":\"x\"," USER_HI "}", "messages", "unknown field 'messages'");
+    expect_param(port, c, "{\"prompt\":\"x\",\"tools\":[]}", "tools", "unknown field");
+    expect_param(port, cc, "{" USER_HI ",\"stream_options\":{\"include_usage\":true,\"x\":1}}", "stream_options.x",
+                 "unknown field 'stream_options.x'");
+    expect_param(port, cc, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tone\":\"warm\"}]}",
+                 "messages[0].tone", "unknown field");
+    expect_param(port, cc, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\",\"z\":1}]}]}",
+                 "messages[0].content[0].z", NULL);
+    expect_param(port, cc, "{" USER_HI ",\"response_format\":{\"type\":\"text\",\"schema\":{}}}",
+                 "response_format.schema", NULL);
+    expect_param(port, cc,
+                 "{" USER_HI ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
+                 "\"schema\":{},\"extra\":1}}}",
+                 "response_format.json_schema.extra", NULL);
+    expect_param(port, cc, "{" USER_HI ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"},\"x\":1}]}",
+                 "tools[0].x", NULL);
+    expect_param(port, cc,
+                 "{" USER_HI ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"returns\":{}}}]}",
+                 "tools[0].function.returns", NULL);
+    expect_param(port, cc,
+                 "{" USER_HI ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+                 "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"},\"x\":1}}",
+                 "tool_choice.x", NULL);
+    /* refused fields name themselves and say why */
+    const char *refused[][3] = {
+        {"\"audio\":{\"voice\":\"alloy\",\"format\":\"wav\"}", "audio", "not supported"},
+        {"\"prediction\":{\"type\":\"content\",\"content\":\"x\"}", "prediction", "not supported"},
+        {"\"web_search_options\":{}", "web_search_options", "not supported"},
+        {"\"functions\":[{\"name\":\"f\"}]", "functions", "not supported"},
+        {"\"function_call\":\"auto\"", "function_call", "not supported"},
+        {"\"reasoning_effort\":\"low\"", "reasoning_effort", "not supported"},
+        {"\"verbosity\":\"low\"", "verbosity", "not supported"},
+        {"\"moderation\":{\"model\":\"m\"}", "moderation", "not supported"},
+        {"\"modalities\":[\"text\",\"audio\"]", "modalities[1]", "output is supported"},
+        {"\"store\":true", "store", "not supported"},
+        {"\"service_tier\":\"flex\"", "service_tier", "not supported"},
+        {"\"stream_options\":{\"include_obfuscation\":true}", "stream_options.include_obfuscation", "not supported"},
+        {"\"structured_outputs\":{\"whitespace_pattern\":\" \"}", "structured_outputs.whitespace_pattern", "not supported"},
+        {"\"guided_decoding_backend\":\"xgrammar\"", "guided_decoding_backend", "not supported"},
+        {"\"response_format\":{\"type\":\"structural_tag\"}", "response_format.type", "not supported"},
+        {"\"metadata\":{\"k\":5}", "metadata.k", "must be a string"},
+        {"\"user\":7", "user", "must be a string"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "{" USER_HI ",%s}", refused[i][0]);
+        expect_param(port, cc, body, refused[i][1], refused[i][2]);
+    }
+    expect_param(port, c, "{\"prompt\":\"x\",\"best_of\":2}", "best_of", "not supported");
+    expect_param(port, c, "{\"prompt\":\"x\",\"suffix\":\"end\"}", "suffix", "not supported");
+    expect_param(port, c, "{\"prompt\":\"x\",\"echo\":true}", "echo", "not supported");
+    /* accepted: fields that ask for nothing, and the values that change nothing */
+    resp r;
+    req(port, "POST", cc,
+        NULL,
+        "{" USER_HI ",\"max_tokens\":1,\"user\":\"u1\",\"safety_identifier\":\"s\",\"prompt_cache_key\":\"k\","
+        "\"metadata\":{\"a\":\"b\"},\"store\":false,\"service_tier\":\"auto\",\"modalities\":[\"text\"],"
+        "\"stream_options\":null,\"audio\":null,\"response_format\":{\"type\":\"text\"}}",
+        &r);
+    CHECK(r.status == 200);
+    req(port, "POST", c, NULL, "{\"prompt\":\"x\",\"max_tokens\":1,\"best_of\":1,\"suffix\":\"\",\"echo\":false,\"user\":\"u\"}",
+        &r);
+    CHECK(r.status == 200);
+}
+
+static void test_messages(int port)
+{
+    const char *cc = "/v1/chat/completions";
+    expect_param(port, cc, "{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", "messages[0].role",
+                 "the role 'function' is not supported");
+    expect_param(port, cc, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"robot\",\"content\":\"x\"}]}",
+                 "messages[1].role", "'robot'");
+    expect_param(port, cc,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"u\"}}]}]}",
+                 "messages[0].content[0].type", "'image_url' content parts are not supported");
+    expect_param(port, cc, "{\"messages\":[{\"role\":\"user\",\"content\":null}]}", "messages[0].content", "required");
+    expect_param(port, cc, "{\"messages\":[{\"role\":\"assistant\"}]}", "messages[0].content",
+                 "unless the message has tool_calls");
+    const char *call = "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+                       "\"function\":{\"name\":\"get\",\"arguments\":\"{}\"}}]}";
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},%s,"
+             "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]},"
+             "{\"role\":\"user\",\"content\":\"thanks\"}],\"max_tokens\":1}",
+             call);
+    resp r;
+    req(port, "POST", cc, NULL, body, &r);
+    CHECK(r.status == 200);
+    snprintf(body, sizeof body, "{\"messages\":[%s,{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"ok\"}]}",
+             call);
+    expect_param(port, cc, body, "messages[1].tool_call_id", "'c2' answers no pending call");
+    snprintf(body, sizeof body, "{\"messages\":[%s,{\"role\":\"tool\",\"content\":\"ok\"}]}", call);
+    expect_param(port, cc, body, "messages[1].tool_call_id", "required");
+    snprintf(body, sizeof body, "{\"messages\":[%s,{\"role\":\"user\",\"content\":\"?\"}]}", call);
+    expect_param(port, cc, body, "messages[0].tool_calls", "the call 'c1' has no answer");
+    expect_param(port, cc, "{\"messages\":[{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"ok\"}]}",
+                 "messages[0].tool_call_id", "answers no pending call");
+    expect_param(port, cc,
+                 "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+                 "\"function\":{\"name\":\"get\",\"arguments\":[]}}]}]}",
+                 "messages[0].tool_calls[0].function.arguments", "must be a string");
+    /* arguments as an object (transformers' convention) are read too */
+    req(port, "POST", cc, NULL,
+        "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+        "\"function\":{\"name\":\"get\",\"arguments\":{\"city\":\"Paris\"}}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
+        "\"content\":\"18C\"}],\"max_tokens\":1}",
+        &r);
+    CHECK(r.status == 200);
+    expect_param(port, cc,
+                 "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c1\",\"type\":\"custom\","
+                 "\"function\":{\"name\":\"get\",\"arguments\":\"{}\"}}]}]}",
+                 "messages[0].tool_calls[0].type", NULL);
+}
+
+/* Reads the fake's record of the last submitted request. */
+typedef struct seen {
+    sy_request q;
+    char tools[1024], choice_name[64], constraint[1024], path[96], bias[512];
+} seen;
+
+static void last_seen(fake_host *fh, seen *s)
+{
+    pthread_mutex_lock(&fh->mu);
+    s->q = fh->last_req;
+    snprintf(s->tools, sizeof s->tools, "%s", fh->last_req_tools ? fh->last_req_tools : "(null)");
+    snprintf(s->choice_name, sizeof s->choice_name, "%s", fh->last_req_choice_name ? fh->last_req_choice_name : "(null)");
+    snprintf(s->constraint, sizeof s->constraint, "%s", fh->last_req_constraint ? fh->last_req_constraint : "(null)");
+    snprintf(s->path, sizeof s->path, "%s", fh->last_req_constraint_path ? fh->last_req_constraint_path : "(null)");
+    snprintf(s->bias, sizeof s->bias, "%s", fh->last_req_bias);
+    pthread_mutex_unlock(&fh->mu);
+}
+
+static void post_ok(int port, const char *path, const char *body, resp *r)
+{
+    req(port, "POST", path, NULL, body, r);
+    if (r->status != 200)
+        fprintf(stderr, "expected 200 for %s, got: %s\n", body, r->buf);
+    CHECK(r->status == 200);
+}
+
+#define WEATHER_TOOL                                                                                              \
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"d\",\"parameters\":"          \
+    "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"enum\":[\"Brüssel\"]},\"days\":"           \
+    "{\"type\":\"integer\",\"minimum\":2}},\"required\":[\"city\"]}}}"
+#define TIME_TOOL "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":\"object\",\"properties\":{}}}}"
+
+static void test_request_fields(int port, fake_host *fh)
+{
+    const char *cc = "/v1/chat/completions", *c = "/v1/completions";
+    resp r;
+    seen s;
+    /* logit_bias */
+    post_ok(port, c, "{\"prompt\":\"x\",\"max_tokens\":1,\"logit_bias\":{\"5\":10,\"255\":-100,\"0\":0.5}}", &r);
+    last_seen(fh, &s);
+    CHECK(s.q.n_logit_bias == 3);
+    CHECK_CONTAINS(s.bias, "5:10 255:-100 0:0.5");
+    expect_param(port, c, "{\"prompt\":\"x\",\"logit_bias\":{\"abc\":1}}", "logit_bias.abc", "token id");
+    expect_param(port, c, "{\"prompt\":\"x\",\"logit_bias\":{\"05\":1}}", "logit_bias.05", "leading zeros");
+    expect_param(port, cc, "{" USER_HI ",\"logit_bias\":{\"7\":101}}", "logit_bias.7", "[-100, 100], found 101");
+    expect_param(port, cc, "{" USER_HI ",\"logit_bias\":{\"256\":1}}", "logit_bias.256", "outside the vocabulary");
+    expect_param(port, cc, "{" USER_HI ",\"logit_bias\":{\"7\":\"up\"}}", "logit_bias.7", "must be a number");
+    /* constraints */
+    post_ok(port, cc,
+            "{" USER_HI ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"w-1\",\"strict\":true,"
+            "\"schema\":{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}}}}}}",
+            &r);
+    last_seen(fh, &s);
+    CHECK(s.q.constraint_kind == SY_CONSTRAINT_JSON_SCHEMA);
+    CHECK(strcmp(s.constraint, "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}") == 0);
+    CHECK(strcmp(s.path, "response_format.json_schema.schema") == 0);
+    CHECK_CONTAINS(body_of(&r), "\"content\":\"{\\\"a\\\":1}\""); /* the fake's instance of the schema */
+    post_ok(port, cc, "{" USER_HI ",\"response_format\":{\"type\":\"json_object\"}}", &r);
+    last_seen(fh, &s);
+    CHECK(s.q.constraint_kind == SY_CONSTRAINT_JSON_OBJECT && strcmp(s.path, "response_format") == 0);
+    post_ok(port, c, "{\"prompt\":\"x\",\"max_tokens\":1,\"regex\":\"[a-z]+\"}", &r);
+    last_seen(fh, &s);
+    CHECK(s.q.constraint_kind == SY_CONSTRAINT_REGEX && !strcmp(s.constraint, "[a-z]+") && !strcmp(s.path, "regex"));
+    post_ok(port, c, "{\"prompt\":\"x\",\"max_tokens\":1,\"ebnf\":\"root ::= \\\"a\\\"\"}", &r);
+    last_seen(fh, &s);
+    CHECK(s.q.constraint_kind == SY_CONSTRAINT_GRAMMAR && !strcmp(s.constraint, "root ::= \"a\"") &&
+          !strcmp(s.path, "ebnf"));
+    post_ok(port, cc, "{" USER_HI ",\"structured_outputs\":{\"choice\":[\"yes\", \"no\"]}}", &r);
+    last_seen(fh, &s);
+    CHECK(s.q.constraint_kind == SY_CONSTRAINT_CHOICE && !strcmp(s.constraint, "[\"yes\",\"no\"]") &&
+          !strcmp(s.path, "structured_outputs.choice"));
+    CHECK_CONTAINS(body_of(&r), "\"content\":\"yes\"");
+    post_ok(port, cc, "{" USER_HI ",\"guided_json\":\"{\\\"type\\\": \\\"object\\\"}\"}", &r);
+    last_seen(fh, &s);
+    CHECK(s.q.constraint_kind == SY_CONSTRAINT_JSON_SCHEMA && !strcmp(s.constraint, "{\"type\":\"object\"}") &&
+          !strcmp(s.path, "guided_json"));
+    post_ok(port, cc, "{" USER_HI ",\"max_tokens\":1}", &r);
+    last_seen(fh, &s);
+    CHECK(s.q.constraint_kind == SY_CONSTRAINT_NONE && s.q.n_logit_bias == 0 && !strcmp(s.tools, "(null)"));
+    expect_param(port, cc, "{" USER_HI ",\"response_format\":{\"type\":\"json_object\"},\"regex\":\"a\"}", "regex",
+                 "'regex' and 'response_format' both constrain the output");
+    expect_param(port, cc, "{" USER_HI ",\"structured_outputs\":{\"regex\":\"a\",\"choice\":[\"b\"]}}",
+                 "structured_outputs.choice", "both constrain");
+    expect_param(port, cc, "{" USER_HI ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}}",
+                 "response_format.json_schema.name", "required");
+    expect_param(port, cc,
+                 "{" USER_HI ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a b\",\"schema\":{}}}}",
+                 "response_format.json_schema.name", "[a-zA-Z0-9_-]{1,64}");
+    expect_param(port, cc, "{" USER_HI ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\"}}}",
+                 "response_format.json_schema.schema", "required");
+    expect_param(port, cc, "{" USER_HI ",\"guided_json\":\"{nope\"}", "guided_json", "not valid JSON");
+    expect_param(port, cc, "{" USER_HI ",\"regex\":\"\"}", "regex", "must not be empty");
+    expect_param(port, cc, "{" USER_HI ",\"guided_choice\":[\"a\",3]}", "guided_choice[1]", "must be a string");
+    /* tools */
+    post_ok(port, cc,
+            "{" USER_HI ",\"max_tokens\":1,\"tools\":[" WEATHER_TOOL "," TIME_TOOL "],\"tool_choice\":\"auto\","
+            "\"parallel_tool_calls\":false}",
+            &r);
+    last_seen(fh, &s);
+    CHECK_CONTAINS(s.tools, "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"d\"");
+    CHECK(s.q.tool_choice == SY_TOOL_CHOICE_AUTO && s.q.parallel_tool_calls == 0);
+    pthread_mutex_lock(&fh->mu);
+    CHECK(fh->last_tools && strstr(fh->last_tools, "get_time")); /* the template saw the tools too */
+    pthread_mutex_unlock(&fh->mu);
+    post_ok(port, cc, "{" USER_HI ",\"max_tokens\":1,\"tools\":[" WEATHER_TOOL "],\"tool_choice\":\"none\"}", &r);
+    last_seen(fh, &s);
+    CHECK(s.q.tool_choice == SY_TOOL_CHOICE_NONE && s.q.parallel_tool_calls == 1);
+    post_ok(port, cc, "{" USER_HI ",\"max_tokens\":1,\"tools\":[]}", &r);
+    last_seen(fh, &s);
+    CHECK(!strcmp(s.tools, "(null)"));
+    expect_param(port, cc, "{" USER_HI ",\"tools\":[" WEATHER_TOOL "],\"tool_choice\":{\"type\":\"function\","
+                 "\"function\":{\"name\":\"get_time\"}}}", "tool_choice.function.name", "not one of the tools");
+    expect_param(port, cc, "{" USER_HI ",\"tool_choice\":\"required\"}", "tool_choice", "requires 'tools'");
+    expect_param(port, cc, "{" USER_HI ",\"tools\":[" WEATHER_TOOL "],\"tool_choice\":\"any\"}", "tool_choice", NULL);
+    expect_param(port, cc,
+                 "{" USER_HI ",\"tools\":[" WEATHER_TOOL "],\"tool_choice\":\"required\","
+                 "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":{}}}}",
+                 "tool_choice", "cannot be combined");
+    expect_param(port, cc, "{" USER_HI ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]}",
+                 "tools[0].function.name", "[a-zA-Z0-9_-]{1,64}");
+    expect_param(port, cc, "{" USER_HI ",\"tools\":[" TIME_TOOL "," TIME_TOOL "]}", "tools[1].function.name",
+                 "repeats");
+    expect_param(port, cc, "{" USER_HI ",\"tools\":[{\"type\":\"custom\",\"custom\":{\"name\":\"a\"}}]}",
+                 "tools[0].type", "'custom' tools are not supported");
+    expect_param(port, cc, "{" USER_HI ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":[]}}]}",
+                 "tools[0].function.parameters", NULL);
+    expect_param(port, cc, "{" USER_HI ",\"tools\":[{\"type\":\"function\"}]}", "tools[0].function", "required");
+    expect_param(port, cc, "{" USER_HI ",\"parallel_tool_calls\":1}", "parallel_tool_calls", "boolean");
+}
+
+static void test_tool_answers(int port, fake_host *fh)
+{
+    const char *cc = "/v1/chat/completions";
+    resp r;
+    seen s;
+    /* a forced call of a named tool: no text, content null, arguments whole despite the split é */
+    post_ok(port, cc,
+            "{" USER_HI ",\"tools\":[" TIME_TOOL "," WEATHER_TOOL "],\"tool_choice\":{\"type\":\"function\","
+            "\"function\":{\"name\":\"get_weather\"}}}",
+            &r);
+    last_seen(fh, &s);
+    CHECK(s.q.tool_choice == SY_TOOL_CHOICE_FUNCTION && !strcmp(s.choice_name, "get_weather"));
+    const char *b = body_of(&r);
+    CHECK_CONTAINS(b, "\"message\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_s0\","
+                      "\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":"
+                      "\"{\\\"city\\\":\\\"Brüssel\\\",\\\"days\\\":3}\"}}]}");
+    CHECK_CONTAINS(b, "\"finish_reason\":\"tool_calls\"");
+    /* text before two parallel calls */
+    post_ok(port, cc,
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"calltwo\"}],\"tools\":[" WEATHER_TOOL "," TIME_TOOL "]}", &r);
+    b = body_of(&r);
+    CHECK_CONTAINS(b, "\"content\":\"Let me check. \",\"tool_calls\":[{\"id\":\"call_s0\"");
+    CHECK_CONTAINS(b, "{\"id\":\"call_s1\",\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"arguments\":\"{}\"}}]");
+    /* streaming: the header of each call with empty arguments, then its pieces, as OpenAI streams them */
+    post_ok(port, cc,
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"calltwo\"}],\"stream\":true,\"tools\":[" WEATHER_TOOL
+            "," TIME_TOOL "]}",
+            &r);
+    CHECK_CONTAINS(r.buf, "\"delta\":{\"content\":\"Let me c\"}");
+    CHECK_CONTAINS(r.buf, "\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_s0\",\"type\":\"function\","
+                          "\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]}");
+    CHECK_CONTAINS(r.buf, "\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"c\"}}]}");
+    CHECK_CONTAINS(r.buf, "\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_s1\",\"type\":\"function\","
+                          "\"function\":{\"name\":\"get_time\",\"arguments\":\"\"}}]}");
+    CHECK_CONTAINS(r.buf, "\"delta\":{},\"logprobs\":null,\"finish_reason\":\"tool_calls\"");
+    /* the host split the ü of "Brüssel" between two pieces: each chunk carries whole characters */
+    CHECK_CONTAINS(r.buf, "{\"arguments\":\"Br\"}");
+    CHECK_CONTAINS(r.buf, "{\"arguments\":\"üss\"}");
+    /* tool_choice none: no parsing, plain text */
+    post_ok(port, cc,
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"calltwo\"}],\"max_tokens\":2,\"tool_choice\":\"none\","
+            "\"tools\":[" WEATHER_TOOL "]}",
+            &r);
+    CHECK_CONTAINS(body_of(&r), "\"finish_reason\":\"length\"");
+    CHECK(strstr(body_of(&r), "tool_calls") == NULL);
+}
+
+static void test_models_retrieve(int port)
+{
+    resp r;
+    req(port, "GET", "/v1/models/fake-model", NULL, NULL, &r);
+    CHECK(r.status == 200);
+    CHECK_CONTAINS(body_of(&r), "{\"id\":\"fake-model\",\"object\":\"model\",\"created\":1700000000,");
+    req(port, "GET", "/v1/models/fake%2Dmodel", NULL, NULL, &r);
+    CHECK(r.status == 200);
+    req(port, "GET", "/v1/models/gpt-9", NULL, NULL, &r);
+    CHECK(r.status == 404);
+    CHECK_CONTAINS(body_of(&r), "\"code\":\"model_not_found\"");
+    CHECK_CONTAINS(body_of(&r), "'gpt-9' does not exist");
+    req(port, "DELETE", "/v1/models/fake-model", NULL, NULL, &r);
+    CHECK(r.status == 405);
+}
+
 static int serve(const char *port)
 {
     char listen[64];
@@ -672,6 +1005,11 @@ int main(int argc, char **argv)
     test_disconnect(port, &fh);
     test_h2_streams(port, &fh);
     test_curl(port, &fh);
+    test_strict_fields(port);
+    test_messages(port);
+    test_request_fields(port, &fh);
+    test_tool_answers(port, &fh);
+    test_models_retrieve(port);
     fake_host_stop(&fh);
     CHECK(fh.n_active == 0);
     test_auth();

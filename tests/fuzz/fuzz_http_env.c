@@ -25,6 +25,7 @@ typedef struct fake_req {
     uint64_t id;
     int live;
     int cancelled;
+    int tools; /* tools_json set and tool_choice not NONE: the engine answers with a call */
     int32_t top_logprobs;
     void (*on_event)(void *user, const sy_event *ev);
     void *user;
@@ -93,6 +94,37 @@ static int api_submit(void *ctx, const sy_request *q, uint64_t *id, sy_err *err)
         sum += q->prompt_ids[i];
     for (size_t i = 0; i < q->n_stop_ids; i++)
         sum += q->stop_ids[i];
+    /* ABI 1.2: logit_bias, constraints, tools */
+    contract(!q->n_logit_bias || (q->logit_bias_ids && q->logit_bias), "logit_bias arrays with n_logit_bias");
+    for (size_t i = 0; i < q->n_logit_bias; i++) {
+        contract(q->logit_bias_ids[i] >= 0 && q->logit_bias_ids[i] < 257, "logit_bias ids inside the vocabulary");
+        contract(q->logit_bias[i] >= -100 && q->logit_bias[i] <= 100, "logit_bias in [-100, 100]");
+        for (size_t j = 0; j < i; j++)
+            contract(q->logit_bias_ids[j] != q->logit_bias_ids[i], "logit_bias ids distinct");
+    }
+    contract(q->constraint_kind >= SY_CONSTRAINT_NONE && q->constraint_kind <= SY_CONSTRAINT_GRAMMAR,
+             "constraint_kind a sy_constraint_kind");
+    contract((q->constraint_kind == SY_CONSTRAINT_NONE || q->constraint_kind == SY_CONSTRAINT_JSON_OBJECT) ||
+                 (q->constraint && q->constraint[0]),
+             "a constraint text for JSON_SCHEMA, REGEX, CHOICE and GRAMMAR");
+    contract(q->constraint_kind == SY_CONSTRAINT_NONE || q->constraint_path, "constraint_path with a constraint");
+    if (q->constraint_kind == SY_CONSTRAINT_JSON_SCHEMA || q->constraint_kind == SY_CONSTRAINT_CHOICE) {
+        json_t *c = json_loads(q->constraint, 0, NULL);
+        contract(q->constraint_kind == SY_CONSTRAINT_JSON_SCHEMA ? json_is_object(c) : json_array_size(c) > 0,
+                 "a JSON_SCHEMA constraint is an object, a CHOICE one a non-empty array");
+        json_decref(c);
+    }
+    contract(q->tool_choice >= SY_TOOL_CHOICE_AUTO && q->tool_choice <= SY_TOOL_CHOICE_FUNCTION,
+             "tool_choice a sy_tool_choice");
+    contract(q->tool_choice != SY_TOOL_CHOICE_FUNCTION || q->tool_choice_name, "tool_choice_name with FUNCTION");
+    contract(q->parallel_tool_calls == 0 || q->parallel_tool_calls == 1, "parallel_tool_calls 0 or 1");
+    if (q->tools_json) {
+        json_t *t = json_loads(q->tools_json, 0, NULL);
+        contract(json_array_size(t) > 0, "tools_json a non-empty JSON array");
+        json_decref(t);
+    }
+    contract(q->tools_json || (q->tool_choice != SY_TOOL_CHOICE_REQUIRED && q->tool_choice != SY_TOOL_CHOICE_FUNCTION),
+             "a forced tool_choice only with tools");
     (void)sum;
     for (int i = 0; i < MAX_LIVE; i++) {
         fake_req *r = &e->reqs[i];
@@ -102,6 +134,7 @@ static int api_submit(void *ctx, const sy_request *q, uint64_t *id, sy_err *err)
         r->live = 1;
         r->id = ++e->next_id;
         r->top_logprobs = q->top_logprobs;
+        r->tools = q->tools_json && q->tool_choice != SY_TOOL_CHOICE_NONE;
         r->on_event = q->on_event;
         r->user = q->user;
         *id = r->id;
@@ -321,6 +354,17 @@ void fuzz_http_run_engine(fuzz_http_env *e)
             ev.top_logprobs = with_lp ? top_lps : NULL;
             ev.n_top = with_lp ? r->top_logprobs : 0;
             r->on_event(r->user, &ev);
+        }
+        if (!r->cancelled && r->tools) {
+            /* a call in three pieces, the last ending inside a UTF-8 character */
+            static const sy_tool_call_delta pieces[3] = {
+                {.index = 0, .id = "call_f", .name = "f", .arguments = "", .arguments_len = 0},
+                {.index = 0, .arguments = "{\"a\": \"\xc3", .arguments_len = 8},
+                {.index = 0, .arguments = "\xa9\"}\xe2", .arguments_len = 4},
+            };
+            sy_event tc = {.struct_size = sizeof tc, .type = SY_EV_TEXT, .request_id = r->id, .text = "",
+                           .reasoning = "", .tool_calls = pieces, .n_tool_calls = 3};
+            r->on_event(r->user, &tc);
         }
         sy_event done = {.struct_size = sizeof done, .request_id = r->id, .prompt_tokens = 3,
                          .completion_tokens = 2};

@@ -26,8 +26,9 @@ http_conn *fuzz_http_conn(fuzz_http_env *e);
 http_conn *fuzz_http_reconnect(fuzz_http_env *e);
 /* What the loop does after parsing: flush, and close a connection marked closed. */
 void fuzz_http_flush(fuzz_http_env *e);
-/* Runs the fake engine: every live request gets its events (the first
- * `steps` text events, then DONE or ERROR), then the loop drains them. */
+/* Runs the fake engine: every live request gets its events (text, for a
+ * request with tools a tool call in three pieces that split a UTF-8
+ * character, then DONE or ERROR), then the loop drains them. */
 void fuzz_http_run_engine(fuzz_http_env *e);
 /* Status of the first final (non-1xx) response on the current connection;
  * 0 while none has arrived. */

@@ -14,8 +14,10 @@
  *   http_h2.c      HTTP/2 through nghttp2's session API
  *   http_stream.c  protocol-independent response API (respond, SSE)
  *   http_routes.c  routing, auth, the small endpoints, error objects
- *   http_openai.c  OpenAI request parsing into sy_request
+ *   http_openai.c  OpenAI request parsing into sy_request (with http_openai_fields.c,
+ *                  http_openai_chat.c, http_openai_format.c; http_openai.h)
  *   http_job.c     submitted requests: events -> JSON / SSE chunks
+ *   http_anthropic.c, http_anthropic_out.c  the Anthropic Messages API
  */
 #ifndef SY_FRONTEND_HTTP_H
 #define SY_FRONTEND_HTTP_H
@@ -98,6 +100,8 @@ struct http_stream {
     char method[16];
     char path[512];
     char *authorization;    /* header value or NULL */
+    char *x_api_key;        /* x-api-key header (Anthropic clients) or NULL */
+    int anthropic_errors;   /* errors in Anthropic's shape ({"type":"error","error":{...}}) */
     char request_id[80];    /* X-Request-Id (echoed) or generated */
     int has_content_length;
     uint64_t content_length;
@@ -212,6 +216,9 @@ void http_respond_error(http_stream *st, int status, const char *type, const cha
 void http_sse_begin(http_stream *st);
 void http_sse_data(http_stream *st, const char *data, size_t len); /* one "data: ...\n\n" event */
 void http_sse_end(http_stream *st);
+/* "event: NAME\ndata: ...\n\n" (Anthropic's SSE), and the end of such a stream (no [DONE]). */
+void http_sse_event(http_stream *st, const char *event, const char *data, size_t len);
+void http_sse_close(http_stream *st);
 /* Top level only: drops the responses whose reader fell max_pending_output
  * behind (HTTP/2: the stream is reset; HTTP/1.1: the connection closes),
  * cancelling their requests. */
@@ -230,7 +237,7 @@ json_t *http_parse_body(http_stream *st);
 void http_openai_handle(http_stream *st, int chat);
 
 /* http_job.c */
-enum { JOB_CHAT = 1, JOB_COMPLETION = 0 };
+enum { JOB_CHAT = 1, JOB_COMPLETION = 0, JOB_ANTHROPIC = 2 };
 
 typedef struct http_choice {
     http_job *job;
@@ -246,7 +253,14 @@ typedef struct http_choice {
     char finish_reason[16];
     int prompt_tokens, completion_tokens, cached_tokens;
     int sent_first;         /* stream: role delta sent */
+    /* The tool calls so far, OpenAI's shape: [{"id", "type": "function",
+     * "function": {"name", "arguments"}}], arguments growing piece by piece
+     * (http_choice_tool_piece); NULL until the first call. Filled for
+     * streaming and whole answers alike, for every format's use. */
+    json_t *tool_calls;
+    size_t *tool_sent;      /* per call: bytes of its arguments already handed out (whole UTF-8 characters) */
 } http_choice;
+
 
 struct http_job {
     http_loop *loop;        /* immutable after creation: read by the engine thread */
@@ -265,6 +279,7 @@ struct http_job {
     char *model;
     int64_t created;
     http_choice *ch;
+    struct http_anth *anth; /* JOB_ANTHROPIC: its content blocks (http_anthropic_out.c) */
 };
 
 http_job *http_job_new(http_stream *st, int kind, int n);
@@ -277,8 +292,31 @@ void http_loop_drain_events(http_loop *l);
 void http_job_detach(http_job *job);
 /* Cancels every submitted choice (used when a later submit fails). */
 void http_job_cancel_all(http_job *job);
+/* Adds a piece to ch->tool_calls: a first piece (an id or a name, or an index
+ * not seen yet) opens a call, the rest extend its arguments. Returns the
+ * call's place in ch->tool_calls, *opened = 1 when this piece opened it;
+ * ready, ready_len: the arguments bytes not handed out before that end on
+ * a whole UTF-8 character (what a stream sends now; valid until the next
+ * piece). -1 when out of memory. */
+int http_choice_tool_piece(http_choice *ch, const sy_tool_call_delta *p, int *opened, const char **ready,
+                           size_t *ready_len);
 
 /* Constant-time comparison of two byte strings (length leaks only). */
 int http_ct_equal(const char *a, size_t alen, const char *b, size_t blen);
+
+/* ------------------------------------------------------------- Anthropic Messages API */
+
+/* http_anthropic.c: POST /v1/messages and /v1/messages/count_tokens. */
+void http_anthropic_messages(http_stream *st);
+void http_anthropic_count_tokens(http_stream *st);
+
+/* http_anthropic_out.c: a JOB_ANTHROPIC job's events -> content blocks, SSE events or one message. */
+typedef struct http_anth http_anth;
+http_anth *http_anth_new(const char *const *stops, size_t n_stops, int thinking_omitted);
+void http_anthropic_free(http_anth *a);
+/* Handles one event of the job's (only) choice; 1: the answer is complete (or failed). */
+int http_anthropic_on_event(http_job *job, http_stream *st, const sy_event *ev);
+/* Anthropic's error type for an HTTP status ("invalid_request_error", "overloaded_error", ...). */
+const char *http_anthropic_error_type(int status);
 
 #endif

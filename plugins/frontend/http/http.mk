@@ -12,7 +12,13 @@ plugins_frontend_http_sy_frontend_http_la_SOURCES = \
 	plugins/frontend/http/http_stream.c \
 	plugins/frontend/http/http_routes.c \
 	plugins/frontend/http/http_openai.c \
-	plugins/frontend/http/http_job.c
+	plugins/frontend/http/http_openai.h \
+	plugins/frontend/http/http_openai_fields.c \
+	plugins/frontend/http/http_openai_chat.c \
+	plugins/frontend/http/http_openai_format.c \
+	plugins/frontend/http/http_job.c \
+	plugins/frontend/http/http_anthropic.c \
+	plugins/frontend/http/http_anthropic_out.c
 plugins_frontend_http_sy_frontend_http_la_CPPFLAGS = $(AM_CPPFLAGS)
 plugins_frontend_http_sy_frontend_http_la_CFLAGS = $(SY_PLUGIN_CFLAGS) $(NGHTTP2_CFLAGS) $(OPENSSL_CFLAGS) $(JANSSON_CFLAGS)
 plugins_frontend_http_sy_frontend_http_la_LDFLAGS = -module $(SY_PLUGIN_LDFLAGS)

@@ -34,7 +34,32 @@ struct http_evitem {
     int prompt_tokens, completion_tokens, cached_tokens;
     char *error;
     int status;
+    sy_tool_call_delta *tool_calls; /* ABI 1.2: deep copies (id, name, arguments in the same allocation) */
+    size_t n_tool_calls;
 };
+
+/* The event's tool-call pieces, when its struct_size covers them (an ABI 1.1 host has none). */
+static size_t event_tool_calls(const sy_event *ev, size_t *bytes)
+{
+    *bytes = 0;
+    if (ev->struct_size < offsetof(sy_event, n_tool_calls) + sizeof ev->n_tool_calls || !ev->tool_calls)
+        return 0;
+    for (size_t i = 0; i < ev->n_tool_calls; i++) {
+        const sy_tool_call_delta *d = &ev->tool_calls[i];
+        *bytes += (d->id ? strlen(d->id) + 1 : 0) + (d->name ? strlen(d->name) + 1 : 0) + d->arguments_len + 1;
+    }
+    return ev->n_tool_calls;
+}
+
+static char *copy_str(char **p, const char *s, size_t n)
+{
+    char *out = *p;
+    if (n)
+        memcpy(out, s, n);
+    out[n] = '\0';
+    *p += n + 1;
+    return out;
+}
 
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
@@ -44,9 +69,11 @@ void http_job_on_event(void *user, const sy_event *ev)
     http_loop *l = ch->job->loop;
     size_t ntop = ev->n_top > 0 && ev->top_ids ? (size_t)ev->n_top * ev->n_tokens : 0;
     size_t err_len = ev->type == SY_EV_ERROR && ev->error ? strlen(ev->error) : 0;
+    size_t tc_bytes, n_tc = event_tool_calls(ev, &tc_bytes);
     size_t sz = align8(sizeof(http_evitem)) + align8(ev->text_len + 1) + align8(ev->reasoning_len + 1) +
                 align8(ev->n_tokens * sizeof(int32_t)) + align8(ev->n_tokens * sizeof(float)) +
-                align8(ntop * sizeof(int32_t)) + align8(ntop * sizeof(float)) + err_len + 1;
+                align8(ntop * sizeof(int32_t)) + align8(ntop * sizeof(float)) +
+                align8(n_tc * sizeof(sy_tool_call_delta)) + tc_bytes + err_len + 1;
     char *mem = calloc(1, sz);
     if (!mem)
         return; /* the final event is tiny; losing a text event loses text, never the request */
@@ -86,6 +113,20 @@ void http_job_on_event(void *user, const sy_event *ev)
         p += align8(ntop * sizeof(float));
     } else {
         p += align8(0) * 2;
+    }
+    if (n_tc) {
+        it->tool_calls = (sy_tool_call_delta *)p;
+        it->n_tool_calls = n_tc;
+        p += align8(n_tc * sizeof(sy_tool_call_delta));
+        for (size_t i = 0; i < n_tc; i++) {
+            const sy_tool_call_delta *d = &ev->tool_calls[i];
+            sy_tool_call_delta *c = &it->tool_calls[i];
+            c->index = d->index;
+            c->id = d->id ? copy_str(&p, d->id, strlen(d->id)) : NULL;
+            c->name = d->name ? copy_str(&p, d->name, strlen(d->name)) : NULL;
+            c->arguments_len = d->arguments ? d->arguments_len : 0;
+            c->arguments = copy_str(&p, d->arguments ? d->arguments : "", d->arguments ? d->arguments_len : 0);
+        }
     }
     it->error = p;
     if (err_len)
@@ -146,9 +187,12 @@ void http_job_free(http_job *job)
         hbuf_free(&job->ch[i].text);
         hbuf_free(&job->ch[i].reasoning);
         json_decref(job->ch[i].logprobs);
+        json_decref(job->ch[i].tool_calls);
+        free(job->ch[i].tool_sent);
     }
     free(job->ch);
     free(job->model);
+    http_anthropic_free(job->anth);
     free(job);
 }
 
@@ -173,6 +217,76 @@ void http_job_detach(http_job *job)
         return;
     }
     http_job_cancel_all(job);
+}
+
+/* The length of the longest prefix of s made of whole, valid UTF-8 characters. */
+static size_t utf8_whole(const char *s, size_t n)
+{
+    size_t i = 0, ok = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        if (!len || i + len > n)
+            break;
+        size_t k = 1;
+        while (k < len && ((unsigned char)s[i + k] & 0xc0) == 0x80)
+            k++;
+        if (k < len)
+            break;
+        i += len;
+        ok = i;
+    }
+    return ok;
+}
+
+int http_choice_tool_piece(http_choice *ch, const sy_tool_call_delta *p, int *opened, const char **ready,
+                           size_t *ready_len)
+{
+    *opened = 0;
+    *ready = "";
+    *ready_len = 0;
+    if (!ch->tool_calls && !(ch->tool_calls = json_array()))
+        return -1;
+    size_t n = json_array_size(ch->tool_calls);
+    /* The host numbers a request's calls 0, 1, ...: a piece names a call
+     * already open unless it brings an id or a name (a new call's first
+     * piece) or an index past the open ones. */
+    size_t at = p->index >= 0 && (size_t)p->index < n && !p->id && !p->name ? (size_t)p->index : n;
+    if (at == n) {
+        char gen[96];
+        if (!p->id) /* a host that gave none: still unique within the answer */
+            snprintf(gen, sizeof gen, "call_%s_%d_%zu", ch->job->id, ch->index, n);
+        json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", p->id ? p->id : gen, "type", "function", "function",
+                                 "name", p->name ? p->name : "", "arguments", "");
+        size_t *sent = realloc(ch->tool_sent, (n + 1) * sizeof *sent);
+        if (!sent)
+            return -1;
+        ch->tool_sent = sent;
+        sent[n] = 0;
+        if (!call || json_array_append_new(ch->tool_calls, call) != 0)
+            return -1;
+        *opened = 1;
+    }
+    json_t *args = json_object_get(json_object_get(json_array_get(ch->tool_calls, at), "function"), "arguments");
+    if (p->arguments_len) {
+        size_t old = json_string_length(args);
+        char *joined = malloc(old + p->arguments_len);
+        if (!joined)
+            return -1;
+        memcpy(joined, json_string_value(args), old);
+        memcpy(joined + old, p->arguments, p->arguments_len);
+        /* a piece may end inside a UTF-8 character: keep the bytes, JSON-encode when whole */
+        int rc = json_string_setn_nocheck(args, joined, old + p->arguments_len);
+        free(joined);
+        if (rc != 0)
+            return -1;
+    }
+    const char *all = json_string_value(args);
+    size_t from = ch->tool_sent[at], whole = utf8_whole(all + from, json_string_length(args) - from);
+    *ready = all + from;
+    *ready_len = whole;
+    ch->tool_sent[at] = from + whole;
+    return (int)at;
 }
 
 /* ------------------------------------------------------------ JSON bits */
@@ -289,6 +403,47 @@ static json_t *json_text(const char *p, size_t n)
 
 /* ------------------------------------------------------------ streaming */
 
+static void send_delta(http_job *job, http_stream *st, http_choice *ch, json_t *delta, const char *finish)
+{
+    json_t *c = envelope(job, 1);
+    json_array_append_new(json_object_get(c, "choices"),
+                          json_pack("{s:i, s:o, s:n, s:o}", "index", ch->index, "delta", delta, "logprobs",
+                                    "finish_reason", finish ? json_string(finish) : json_null()));
+    send_chunk(st, c);
+}
+
+/* OpenAI's stream of a call, one entry per chunk: its id, type and name
+ * with empty arguments first, then {index, function: {arguments: piece}}
+ * (what the openai SDK's accumulation expects). */
+static void stream_tool_calls(http_job *job, http_stream *st, http_choice *ch, const http_evitem *it)
+{
+    for (size_t i = 0; i < it->n_tool_calls; i++) {
+        int opened;
+        const char *ready;
+        size_t ready_len;
+        int at = http_choice_tool_piece(ch, &it->tool_calls[i], &opened, &ready, &ready_len);
+        if (at < 0)
+            continue;
+        json_t *call = json_array_get(ch->tool_calls, (size_t)at);
+        if (opened) {
+            json_t *fn = json_object_get(call, "function");
+            send_delta(job, st, ch,
+                       json_pack("{s:[{s:i, s:O, s:s, s:{s:O, s:s}}]}", "tool_calls", "index", at, "id",
+                                 json_object_get(call, "id"), "type", "function", "function", "name",
+                                 json_object_get(fn, "name"), "arguments", ""),
+                       NULL);
+        }
+        if (ready_len)
+            send_delta(job, st, ch,
+                       json_pack("{s:[{s:i, s:{s:o}}]}", "tool_calls", "index", at, "function", "arguments",
+                                 json_text(ready, ready_len)),
+                       NULL);
+    }
+}
+
+static void stream_content(http_job *job, http_stream *st, http_choice *ch, const http_evitem *it, int has_lp,
+                           int final);
+
 static void stream_event(http_job *job, http_stream *st, http_choice *ch, const http_evitem *it)
 {
     int chat = job->kind == JOB_CHAT;
@@ -303,9 +458,22 @@ static void stream_event(http_job *job, http_stream *st, http_choice *ch, const 
         send_chunk(st, c);
     }
     int has_lp = job->top_logprobs >= 0 && it->logprobs && it->n_tokens;
-    int final = it->type == SY_EV_DONE;
-    if (!it->text_len && !it->reasoning_len && !has_lp && !final)
-        return;
+    int done = it->type == SY_EV_DONE;
+    int tools = chat && it->n_tool_calls;
+    int final = done && !tools; /* after tool pieces the finish goes in a chunk of its own */
+    if (it->text_len || it->reasoning_len || has_lp || final)
+        stream_content(job, st, ch, it, has_lp, final);
+    if (tools) {
+        stream_tool_calls(job, st, ch, it);
+        if (done)
+            send_delta(job, st, ch, json_object(), it->finish[0] ? it->finish : "stop");
+    }
+}
+
+static void stream_content(http_job *job, http_stream *st, http_choice *ch, const http_evitem *it, int has_lp,
+                           int final)
+{
+    int chat = job->kind == JOB_CHAT;
     json_t *c = envelope(job, 1);
     json_t *choice;
     json_t *lp = json_null();
@@ -351,6 +519,26 @@ static void accumulate(http_job *job, http_choice *ch, const http_evitem *it)
         else
             lp_completion_append(job, ch->logprobs, it, &ch->text_offset);
     }
+    for (size_t i = 0; job->kind == JOB_CHAT && i < it->n_tool_calls; i++) {
+        int opened;
+        const char *ready;
+        size_t ready_len;
+        http_choice_tool_piece(ch, &it->tool_calls[i], &opened, &ready, &ready_len);
+    }
+}
+
+/* Whole answer: arguments bytes that never completed a UTF-8 character
+ * (a host fault) are dropped, so the answer still encodes. */
+static void close_tool_calls(http_choice *ch)
+{
+    for (size_t i = 0; i < json_array_size(ch->tool_calls); i++) {
+        json_t *fn = json_object_get(json_array_get(ch->tool_calls, i), "function");
+        json_t *args = json_object_get(fn, "arguments");
+        /* json_stringn checks what utf8_whole does not (overlong forms, surrogates) */
+        const char *s = json_string_value(args);
+        json_t *valid = json_stringn(s, utf8_whole(s, json_string_length(args)));
+        json_object_set_new(fn, "arguments", valid ? valid : json_string(""));
+    }
 }
 
 static void respond_whole(http_job *job, http_stream *st)
@@ -366,8 +554,15 @@ static void respond_whole(http_job *job, http_stream *st)
                                        : (ch->logprobs ? json_incref(ch->logprobs) : lp_completion_new());
         json_t *c;
         if (job->kind == JOB_CHAT) {
+            int calls = json_array_size(ch->tool_calls) > 0;
+            /* OpenAI's shape: content null beside tool calls when there is no text */
             json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content",
-                                    json_text(hbuf_data(&ch->text), ch->text.len));
+                                    calls && !ch->text.len ? json_null()
+                                                           : json_text(hbuf_data(&ch->text), ch->text.len));
+            if (calls) {
+                close_tool_calls(ch);
+                json_object_set(msg, "tool_calls", ch->tool_calls);
+            }
             if (ch->reasoning.len)
                 json_object_set_new(msg, "reasoning_content", json_text(hbuf_data(&ch->reasoning), ch->reasoning.len));
             c = json_pack("{s:i, s:o, s:o}", "index", i, "message", msg, "logprobs", lp);
@@ -400,6 +595,28 @@ static void report_error(http_job *job, http_stream *st, const http_evitem *it)
     (void)job;
 }
 
+/* The queued copy seen as the event it was (for http_anthropic_out.c). */
+static void item_event(const http_evitem *it, sy_event *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->struct_size = sizeof *ev;
+    ev->type = it->type;
+    ev->text = it->text;
+    ev->text_len = it->text_len;
+    ev->reasoning = it->reasoning;
+    ev->reasoning_len = it->reasoning_len;
+    ev->tokens = it->tokens;
+    ev->n_tokens = it->n_tokens;
+    ev->finish_reason = it->finish;
+    ev->prompt_tokens = it->prompt_tokens;
+    ev->completion_tokens = it->completion_tokens;
+    ev->cached_tokens = it->cached_tokens;
+    ev->error = it->error;
+    ev->status = it->status;
+    ev->tool_calls = it->tool_calls;
+    ev->n_tool_calls = it->n_tool_calls;
+}
+
 static void handle(http_loop *l, http_evitem *it)
 {
     http_choice *ch = it->ch;
@@ -423,12 +640,22 @@ static void handle(http_loop *l, http_evitem *it)
             http_job_free(job);
         return;
     }
+    if (job->kind == JOB_ANTHROPIC) {
+        sy_event ev;
+        item_event(it, &ev);
+        if (http_anthropic_on_event(job, st, &ev))
+            http_job_detach(job); /* live is 0: frees the job */
+        return;
+    }
     if (it->type == SY_EV_ERROR) {
         job->failed = 1;
         report_error(job, st, it);
         http_job_detach(job); /* cancels the other choices */
         return;
     }
+    if (it->type == SY_EV_DONE && job->kind == JOB_CHAT && (it->n_tool_calls || json_array_size(ch->tool_calls)) &&
+        (!it->finish[0] || !strcmp(it->finish, "stop")))
+        snprintf(it->finish, sizeof it->finish, "tool_calls"); /* a turn that ends in calls ends "tool_calls" */
     if (it->type == SY_EV_DONE) {
         snprintf(ch->finish_reason, sizeof ch->finish_reason, "%s", it->finish[0] ? it->finish : "stop");
         ch->completion_tokens = it->completion_tokens;

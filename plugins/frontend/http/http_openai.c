@@ -3,57 +3,70 @@
  * every field before anything is submitted, so a bad request gets its 4xx
  * (with the JSON path of the offending field in "param") before the first
  * byte of an answer; then renders the prompt, fills sy_request and submits
- * n requests (seed + i) as one job (http_job.c).
+ * n requests (seed + i) as one job (http_job.c). Fields the server does not
+ * implement are refused, never dropped (http_openai_fields.c).
  */
 #include "config.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include "http_openai.h"
 
-#define MAX_N 128
-#define MAX_STOP 16
-
-typedef struct oai_req {
-    http_stream *st;
-    json_t *root;
-    int chat;
-    int failed; /* an error answer went out */
-    sy_request req;
-    int n;
-    int streaming, include_usage;
-    int32_t *prompt;
-    size_t n_prompt;
-    int prompt_alloc_host; /* prompt came from host->alloc */
-    const char *stops[MAX_STOP];
-    int32_t *stop_ids;
-} oai_req;
-
-static void bad(oai_req *r, const char *param, const char *fmt, const char *arg)
+void oai_bad_code(oai_req *r, const char *param, const char *code, const char *fmt, const char *arg)
 {
     if (r->failed)
         return;
     r->failed = 1;
-    http_respond_error(r->st, 400, "invalid_request_error", param, NULL, fmt, arg ? arg : param);
+    http_respond_error(r->st, 400, "invalid_request_error", param, code, fmt, arg ? arg : param);
 }
 
-static json_t *field(oai_req *r, const char *key)
+void oai_bad(oai_req *r, const char *param, const char *fmt, const char *arg)
+{
+    oai_bad_code(r, param, NULL, fmt, arg);
+}
+
+void oai_path(char *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out, OAI_PATH, fmt, ap);
+    va_end(ap);
+}
+
+json_t *oai_field(oai_req *r, const char *key)
 {
     json_t *v = json_object_get(r->root, key);
     return json_is_null(v) ? NULL : v;
 }
 
+void oai_check_keys(oai_req *r, json_t *obj, const char *path, const char *const *allowed)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        size_t i = 0;
+        while (allowed[i] && strcmp(allowed[i], key) != 0)
+            i++;
+        if (allowed[i])
+            continue;
+        char p[OAI_PATH];
+        snprintf(p, sizeof p, "%s%s%.64s", path, path[0] ? "." : "", key);
+        oai_bad_code(r, p, "unknown_parameter", "unknown field '%s'", p);
+        return;
+    }
+}
+
 static void get_bool(oai_req *r, const char *key, int *out)
 {
-    json_t *v = field(r, key);
+    json_t *v = oai_field(r, key);
     if (!v || r->failed)
         return;
-    if (!json_is_boolean(v))
-        {
-        bad(r, key, "'%s' must be a boolean", NULL);
+    if (!json_is_boolean(v)) {
+        oai_bad(r, key, "'%s' must be a boolean", NULL);
         return;
     }
     *out = json_is_true(v);
@@ -61,86 +74,74 @@ static void get_bool(oai_req *r, const char *key, int *out)
 
 static void get_num(oai_req *r, const char *key, double lo, double hi, int lo_open, float *out)
 {
-    json_t *v = field(r, key);
+    json_t *v = oai_field(r, key);
     if (!v || r->failed)
         return;
-    if (!json_is_number(v))
-        {
-        bad(r, key, "'%s' must be a number", NULL);
+    if (!json_is_number(v)) {
+        oai_bad(r, key, "'%s' must be a number", NULL);
         return;
     }
     double d = json_number_value(v);
     if (!isfinite(d) || d < lo || d > hi || (lo_open && d == lo)) {
         char msg[160];
         snprintf(msg, sizeof msg, "'%%s' must be in %s%g, %g], found %g", lo_open ? "(" : "[", lo, hi, d);
-        {
-        bad(r, key, msg, NULL);
+        oai_bad(r, key, msg, NULL);
         return;
-    }
     }
     *out = (float)d;
 }
 
 static void get_int(oai_req *r, const char *key, long long lo, long long hi, long long *out)
 {
-    json_t *v = field(r, key);
+    json_t *v = oai_field(r, key);
     if (!v || r->failed)
         return;
-    if (!json_is_integer(v))
-        {
-        bad(r, key, "'%s' must be an integer", NULL);
+    if (!json_is_integer(v)) {
+        oai_bad(r, key, "'%s' must be an integer", NULL);
         return;
     }
     long long x = json_integer_value(v);
     if (x < lo || x > hi) {
         char msg[160];
         snprintf(msg, sizeof msg, "'%%s' must be in [%lld, %lld], found %lld", lo, hi, x);
-        {
-        bad(r, key, msg, NULL);
+        oai_bad(r, key, msg, NULL);
         return;
-    }
     }
     *out = x;
 }
 
 static void parse_stop(oai_req *r)
 {
-    json_t *v = field(r, "stop");
+    json_t *v = oai_field(r, "stop");
     if (v && json_is_string(v)) {
         r->stops[0] = json_string_value(v);
         r->req.n_stop_strings = json_string_length(v) ? 1 : 0;
     } else if (v && json_is_array(v)) {
-        if (json_array_size(v) > MAX_STOP)
-            {
-        bad(r, "stop", "'%s' takes at most 16 strings", NULL);
-        return;
-    }
+        if (json_array_size(v) > OAI_MAX_STOP) {
+            oai_bad(r, "stop", "'%s' takes at most 16 strings", NULL);
+            return;
+        }
         for (size_t i = 0; i < json_array_size(v); i++) {
             json_t *s = json_array_get(v, i);
             if (!json_is_string(s)) {
                 char p[32];
                 snprintf(p, sizeof p, "stop[%zu]", i);
-                {
-        bad(r, p, "'%s' must be a string", p);
-        return;
-    }
+                oai_bad(r, p, "'%s' must be a string", p);
+                return;
             }
             if (json_string_length(s))
                 r->stops[r->req.n_stop_strings++] = json_string_value(s);
         }
     } else if (v) {
-        {
-        bad(r, "stop", "'%s' must be a string or a list of strings", NULL);
+        oai_bad(r, "stop", "'%s' must be a string or a list of strings", NULL);
         return;
-    }
     }
     r->req.stop_strings = r->stops;
-    json_t *ids = field(r, "stop_token_ids");
+    json_t *ids = oai_field(r, "stop_token_ids");
     if (!ids || r->failed)
         return;
-    if (!json_is_array(ids))
-        {
-        bad(r, "stop_token_ids", "'%s' must be a list of token ids", NULL);
+    if (!json_is_array(ids)) {
+        oai_bad(r, "stop_token_ids", "'%s' must be a list of token ids", NULL);
         return;
     }
     size_t n = json_array_size(ids);
@@ -150,73 +151,13 @@ static void parse_stop(oai_req *r)
         if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX) {
             char p[48];
             snprintf(p, sizeof p, "stop_token_ids[%zu]", i);
-            {
-        bad(r, p, "'%s' must be a token id", p);
-        return;
-    }
+            oai_bad(r, p, "'%s' must be a token id", p);
+            return;
         }
         r->stop_ids[i] = (int32_t)json_integer_value(t);
     }
     r->req.stop_ids = r->stop_ids;
     r->req.n_stop_ids = n;
-}
-
-static void check_messages(oai_req *r, json_t *msgs)
-{
-    if (!msgs)
-        {
-        bad(r, "messages", "'%s' is required", NULL);
-        return;
-    }
-    if (!json_is_array(msgs))
-        {
-        bad(r, "messages", "'%s' must be a list of messages", NULL);
-        return;
-    }
-    if (!json_array_size(msgs))
-        {
-        bad(r, "messages", "'%s' must not be empty", NULL);
-        return;
-    }
-    for (size_t i = 0; i < json_array_size(msgs); i++) {
-        json_t *m = json_array_get(msgs, i);
-        char p[64];
-        snprintf(p, sizeof p, "messages[%zu]", i);
-        if (!json_is_object(m))
-            {
-        bad(r, p, "'%s' must be an object", p);
-        return;
-    }
-        json_t *role = json_object_get(m, "role");
-        snprintf(p, sizeof p, "messages[%zu].role", i);
-        if (!json_is_string(role))
-            {
-        bad(r, p, role ? "'%s' must be a string" : "'%s' is required", p);
-        return;
-    }
-        json_t *content = json_object_get(m, "content");
-        snprintf(p, sizeof p, "messages[%zu].content", i);
-        if (content && !json_is_string(content) && !json_is_array(content) && !json_is_null(content))
-            {
-        bad(r, p, "'%s' must be a string, a list of content parts or null", p);
-        return;
-    }
-        for (size_t k = 0; json_is_array(content) && k < json_array_size(content); k++) {
-            json_t *part = json_array_get(content, k);
-            snprintf(p, sizeof p, "messages[%zu].content[%zu]", i, k);
-            if (!json_is_object(part))
-                {
-        bad(r, p, "'%s' must be an object", p);
-        return;
-    }
-            json_t *type = json_object_get(part, "type");
-            if (!json_is_string(type) || strcmp(json_string_value(type), "text") != 0)
-                {
-        bad(r, p, "'%s': only text parts are supported", p);
-        return;
-    }
-        }
-    }
 }
 
 static int tokenize(oai_req *r, const char *text, size_t len, int add_special, const char *param)
@@ -238,13 +179,11 @@ static int tokenize(oai_req *r, const char *text, size_t len, int add_special, c
 static void build_chat_prompt(oai_req *r)
 {
     http_server *s = r->st->conn->loop->srv;
-    json_t *msgs = field(r, "messages");
-    check_messages(r, msgs);
-    json_t *tools = field(r, "tools"), *kw = field(r, "chat_template_kwargs");
-    if (!r->failed && tools && !json_is_array(tools))
-        bad(r, "tools", "'%s' must be a list", NULL);
+    json_t *msgs = oai_field(r, "messages");
+    oai_check_messages(r, msgs);
+    json_t *tools = r->tools, *kw = oai_field(r, "chat_template_kwargs");
     if (!r->failed && kw && !json_is_object(kw))
-        bad(r, "chat_template_kwargs", "'%s' must be an object", NULL);
+        oai_bad(r, "chat_template_kwargs", "'%s' must be an object", NULL);
     int add_gen = 1;
     get_bool(r, "add_generation_prompt", &add_gen);
     if (r->failed)
@@ -272,10 +211,9 @@ static void build_chat_prompt(oai_req *r)
 
 static void build_completion_prompt(oai_req *r)
 {
-    json_t *p = field(r, "prompt");
-    if (!p)
-        {
-        bad(r, "prompt", "'%s' is required", NULL);
+    json_t *p = oai_field(r, "prompt");
+    if (!p) {
+        oai_bad(r, "prompt", "'%s' is required", NULL);
         return;
     }
     if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
@@ -284,9 +222,8 @@ static void build_completion_prompt(oai_req *r)
         tokenize(r, json_string_value(p), json_string_length(p), 1, "prompt");
         return;
     }
-    if (!json_is_array(p) || !json_array_size(p))
-        {
-        bad(r, "prompt", "'%s' must be a string or a non-empty list of token ids", NULL);
+    if (!json_is_array(p) || !json_array_size(p)) {
+        oai_bad(r, "prompt", "'%s' must be a string or a non-empty list of token ids", NULL);
         return;
     }
     size_t n = json_array_size(p);
@@ -302,11 +239,9 @@ static void build_completion_prompt(oai_req *r)
         if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX) {
             char param[48];
             snprintf(param, sizeof param, "prompt[%zu]", i);
-            {
-        bad(r, param, json_is_string(t) ? "'%s': only one prompt per request is supported"
-                                                   : "'%s' must be a token id", param);
-        return;
-    }
+            oai_bad(r, param, json_is_string(t) ? "'%s': only one prompt per request is supported"
+                                                : "'%s' must be a token id", param);
+            return;
         }
         r->prompt[i] = (int32_t)json_integer_value(t);
     }
@@ -317,18 +252,25 @@ static void parse_fields(oai_req *r, const sy_model_info *mi)
     long long v;
     sy_request *q = &r->req;
     get_bool(r, "stream", &r->streaming);
-    json_t *so = field(r, "stream_options");
+    json_t *so = oai_field(r, "stream_options");
     if (so && !r->failed) {
         json_t *iu = json_object_get(so, "include_usage");
+        static const char *const keys[] = {"include_usage", "include_obfuscation", NULL};
+        json_t *ob = json_object_get(so, "include_obfuscation");
         if (!json_is_object(so))
-            bad(r, "stream_options", "'%s' must be an object", NULL);
-        else if (iu && !json_is_null(iu) && !json_is_boolean(iu))
-            bad(r, "stream_options.include_usage", "'%s' must be a boolean", NULL);
-        else
-            r->include_usage = json_is_true(iu);
+            oai_bad(r, "stream_options", "'%s' must be an object", NULL);
+        oai_check_keys(r, so, "stream_options", keys);
+        if (iu && !json_is_null(iu) && !json_is_boolean(iu))
+            oai_bad(r, "stream_options.include_usage", "'%s' must be a boolean", NULL);
+        if (ob && !json_is_null(ob) && !json_is_boolean(ob))
+            oai_bad(r, "stream_options.include_obfuscation", "'%s' must be a boolean", NULL);
+        if (json_is_true(ob)) /* a promise of padding fields this server does not write */
+            oai_bad_code(r, "stream_options.include_obfuscation", "unsupported_value",
+                         "'%s': true is not supported (chunks carry no obfuscation padding)", NULL);
+        r->include_usage = json_is_true(iu);
     }
     v = 1;
-    get_int(r, "n", 1, MAX_N, &v);
+    get_int(r, "n", 1, OAI_MAX_N, &v);
     r->n = (int)v;
     long long ctx = mi->max_seq_len > 0 ? mi->max_seq_len : INT32_MAX;
     v = -1;
@@ -350,10 +292,10 @@ static void parse_fields(oai_req *r, const sy_model_info *mi)
     get_num(r, "presence_penalty", -2, 2, 0, &q->presence_penalty);
     q->repetition_penalty = 1.0f;
     get_num(r, "repetition_penalty", 0, 10, 1, &q->repetition_penalty);
-    json_t *seed = field(r, "seed");
+    json_t *seed = oai_field(r, "seed");
     if (seed && !r->failed) {
         if (!json_is_integer(seed))
-            bad(r, "seed", "'%s' must be an integer", NULL);
+            oai_bad(r, "seed", "'%s' must be an integer", NULL);
         q->seed = (uint64_t)json_integer_value(seed);
         q->has_seed = 1;
     }
@@ -364,14 +306,14 @@ static void parse_fields(oai_req *r, const sy_model_info *mi)
     get_bool(r, "skip_special_tokens", &b);
     q->skip_special = b;
     q->top_logprobs = -1;
-    json_t *lp = field(r, "logprobs");
+    json_t *lp = oai_field(r, "logprobs");
     if (r->chat) {
         int want = 0;
         get_bool(r, "logprobs", &want);
         v = 0;
         get_int(r, "top_logprobs", 0, 20, &v);
-        if (!r->failed && field(r, "top_logprobs") && !want)
-            bad(r, "top_logprobs", "'%s' needs \"logprobs\": true", NULL);
+        if (!r->failed && oai_field(r, "top_logprobs") && !want)
+            oai_bad(r, "top_logprobs", "'%s' needs \"logprobs\": true", NULL);
         if (want)
             q->top_logprobs = (int32_t)v;
     } else if (lp) {
@@ -379,9 +321,9 @@ static void parse_fields(oai_req *r, const sy_model_info *mi)
         get_int(r, "logprobs", 0, 20, &v);
         q->top_logprobs = (int32_t)v;
     }
-    json_t *echo = field(r, "echo");
+    json_t *echo = oai_field(r, "echo");
     if (!r->failed && echo && json_is_true(echo))
-        bad(r, "echo", "'%s' is not supported", NULL);
+        oai_bad_code(r, "echo", "unsupported_value", "'%s': true is not supported (the prompt is not returned)", NULL);
     if (!r->failed)
         parse_stop(r);
     if (r->chat)
@@ -453,17 +395,26 @@ void http_openai_handle(http_stream *st, int chat)
         return;
     sy_model_info mi;
     const char *model = http_model_name(s, &mi);
-    json_t *m = field(&r, "model");
+    json_t *m = oai_field(&r, "model");
     if (m && !json_is_string(m)) {
-        bad(&r, "model", "'%s' must be a string", NULL);
+        oai_bad(&r, "model", "'%s' must be a string", NULL);
     } else if (m && json_string_length(m) && strcmp(json_string_value(m), model) != 0 &&
                !(mi.id && strcmp(json_string_value(m), mi.id) == 0)) {
         r.failed = 1;
         http_respond_error(st, 404, "invalid_request_error", "model", "model_not_found",
                            "the model '%s' does not exist (this server serves '%s')", json_string_value(m), model);
     }
+    r.vocab = mi.vocab;
+    if (!r.failed)
+        oai_check_fields(&r);
     if (!r.failed)
         parse_fields(&r, &mi);
+    if (!r.failed)
+        oai_parse_logit_bias(&r);
+    if (!r.failed)
+        oai_parse_constraint(&r);
+    if (!r.failed)
+        oai_parse_tools(&r);
     if (!r.failed) {
         if (chat)
             build_chat_prompt(&r);
@@ -509,5 +460,9 @@ void http_openai_handle(http_stream *st, int chat)
     else
         free(r.prompt);
     free(r.stop_ids);
+    free(r.bias_ids);
+    free(r.bias);
+    free(r.constraint);
+    free(r.tools_json);
     json_decref(r.root);
 }

@@ -12,15 +12,8 @@
 
 #include "http.h"
 
-static int check_auth(http_stream *st)
+static int key_ok(const http_cfg *cfg, const char *a)
 {
-    const http_cfg *cfg = &st->conn->loop->srv->cfg;
-    if (!cfg->n_api_keys)
-        return 1;
-    const char *a = st->authorization;
-    if (!a || strncasecmp(a, "Bearer ", 7) != 0)
-        return 0;
-    a += 7;
     while (*a == ' ')
         a++;
     size_t alen = strlen(a);
@@ -28,6 +21,17 @@ static int check_auth(http_stream *st)
     for (size_t i = 0; i < cfg->n_api_keys; i++) /* no early exit: every key is compared */
         ok |= http_ct_equal(a, alen, cfg->api_keys[i], strlen(cfg->api_keys[i]));
     return ok;
+}
+
+/* Authorization: Bearer <key>, or Anthropic's x-api-key: <key>. */
+static int check_auth(http_stream *st)
+{
+    const http_cfg *cfg = &st->conn->loop->srv->cfg;
+    if (!cfg->n_api_keys)
+        return 1;
+    const char *a = st->authorization;
+    int ok = a && strncasecmp(a, "Bearer ", 7) == 0 && key_ok(cfg, a + 7);
+    return ok | (st->x_api_key && key_ok(cfg, st->x_api_key));
 }
 
 const char *http_model_name(http_server *s, sy_model_info *mi)
@@ -67,6 +71,47 @@ static void route_models(http_stream *st)
     json_t *m = json_pack("{s:s, s:s, s:I, s:s, s:I}", "id", name, "object", "model", "created", (json_int_t)mi.created,
                           "owned_by", "switchyard", "max_model_len", (json_int_t)mi.max_seq_len);
     http_respond_json(st, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", m));
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* GET /v1/models/{id} (the openai SDK's models.retrieve): the model object
+ * for the served name or the model's own id, 404 model_not_found else. The
+ * id is percent-decoded: "org/name" may come as org%2Fname. */
+static void route_model(http_stream *st)
+{
+    http_server *s = st->conn->loop->srv;
+    sy_model_info mi;
+    const char *name = http_model_name(s, &mi);
+    const char *raw = st->path + strlen("/v1/models/");
+    char id[sizeof st->path];
+    size_t k = 0;
+    for (const char *c = raw; *c && *c != '?'; c++) {
+        if (*c == '%' && hexval(c[1]) >= 0 && hexval(c[2]) >= 0) {
+            id[k++] = (char)(hexval(c[1]) * 16 + hexval(c[2]));
+            c += 2;
+        } else {
+            id[k++] = *c;
+        }
+    }
+    if (k && id[k - 1] == '/')
+        k--;
+    id[k] = '\0';
+    if (strcmp(id, name) != 0 && !(mi.id && strcmp(id, mi.id) == 0)) {
+        http_respond_error(st, 404, "invalid_request_error", "model", "model_not_found",
+                           "the model '%.200s' does not exist (this server serves '%s')", id, name);
+        return;
+    }
+    http_respond_json(st, 200, json_pack("{s:s, s:s, s:I, s:s, s:I}", "id", name, "object", "model", "created",
+                                         (json_int_t)mi.created, "owned_by", "switchyard", "max_model_len",
+                                         (json_int_t)mi.max_seq_len));
 }
 
 static void route_metrics(http_stream *st)
@@ -199,10 +244,13 @@ static const route routes[] = {
     {"/v1/chat/completions", "POST", route_chat, 1},
     {"/v1/completions", "POST", route_completions, 1},
     {"/v1/models", "GET", route_models, 1},
+    {"/v1/models/", "GET", route_model, 1}, /* a path ending in '/': the prefix of /v1/models/{id} */
     {"/health", "GET", route_health, 0},
     {"/metrics", "GET", route_metrics, 0},
     {"/tokenize", "POST", route_tokenize, 1},
     {"/detokenize", "POST", route_detokenize, 1},
+    {"/v1/messages", "POST", http_anthropic_messages, 1},
+    {"/v1/messages/count_tokens", "POST", http_anthropic_count_tokens, 1},
 };
 
 void http_route(http_stream *st)
@@ -224,9 +272,13 @@ void http_route(http_stream *st)
     size_t plen = strlen(path);
     if (plen > 1 && path[plen - 1] == '/')
         path[plen - 1] = '\0';
+    if (strncmp(path, "/v1/messages", 12) == 0) /* Anthropic's clients read Anthropic's error shape */
+        st->anthropic_errors = 1;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         const route *r = &routes[i];
-        if (strcmp(path, r->path) != 0)
+        size_t rlen = strlen(r->path);
+        int prefix = r->path[rlen - 1] == '/';
+        if (prefix ? strncmp(path, r->path, rlen) != 0 || !path[rlen] : strcmp(path, r->path) != 0)
             continue;
         if (strcmp(st->method, r->method) != 0) {
             http_respond_error(st, 405, "invalid_request_error", NULL, "method_not_allowed",
@@ -235,7 +287,7 @@ void http_route(http_stream *st)
         }
         if (r->auth && !check_auth(st)) {
             http_respond_error(st, 401, "authentication_error", NULL, "invalid_api_key",
-                               "missing or invalid API key (Authorization: Bearer <key>)");
+                               "missing or invalid API key (Authorization: Bearer <key>, or x-api-key: <key>)");
             return;
         }
         if (st->body_too_large) {

@@ -31,6 +31,7 @@ void http_stream_free(http_stream *st)
         http_job_detach(st->job);
     st->job = NULL;
     free(st->authorization);
+    free(st->x_api_key);
     hbuf_free(&st->body);
     hbuf_free(&st->out);
     free(st);
@@ -55,6 +56,9 @@ int http_stream_header(http_stream *st, const char *name, size_t nlen, const cha
     } else if (name_is(name, nlen, "authorization")) {
         free(st->authorization);
         st->authorization = strndup(value, vlen);
+    } else if (name_is(name, nlen, "x-api-key")) {
+        free(st->x_api_key);
+        st->x_api_key = strndup(value, vlen);
     } else if (name_is(name, nlen, "x-request-id")) {
         size_t n = vlen < sizeof st->request_id - 1 ? vlen : sizeof st->request_id - 1;
         size_t j = 0;
@@ -111,6 +115,7 @@ const char *http_status_text(int status)
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
+    case 529: return "Overloaded"; /* Anthropic's */
     default: return "Unknown";
     }
 }
@@ -162,6 +167,11 @@ void http_respond_error(http_stream *st, int status, const char *type, const cha
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (st->anthropic_errors) {
+        http_respond_json(st, status, json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type",
+                                                http_anthropic_error_type(status), "message", msg));
+        return;
+    }
     json_t *err = json_pack("{s:s, s:s, s:o, s:o}", "message", msg, "type", type, "param",
                             param ? json_string(param) : json_null(), "code", code ? json_string(code) : json_null());
     http_respond_json(st, status, json_pack("{s:o}", "error", err));
@@ -174,13 +184,16 @@ void http_sse_begin(http_stream *st)
     send_head(st, 200, "text/event-stream", -1);
 }
 
-void http_sse_data(http_stream *st, const char *data, size_t len)
+/* One SSE event; event NULL: a bare "data:" one. */
+static void sse_put(http_stream *st, const char *event, const char *data, size_t len)
 {
     if (!st->resp_started || st->resp_ended || st->out_overflow)
         return;
     /* What this response has queued and the client has not taken yet. */
     size_t pending;
     if (st->h2_id) {
+        if (event)
+            hbuf_printf(&st->out, "event: %s\n", event);
         hbuf_puts(&st->out, "data: ");
         hbuf_append(&st->out, data, len);
         hbuf_puts(&st->out, "\n\n");
@@ -188,6 +201,8 @@ void http_sse_data(http_stream *st, const char *data, size_t len)
         pending = st->out.len;
     } else {
         hbuf tmp = {0};
+        if (event)
+            hbuf_printf(&tmp, "event: %s\n", event);
         hbuf_puts(&tmp, "data: ");
         hbuf_append(&tmp, data, len);
         hbuf_puts(&tmp, "\n\n");
@@ -202,6 +217,13 @@ void http_sse_data(http_stream *st, const char *data, size_t len)
         if (st->h2_id)
             hbuf_free(&st->out);
     }
+}
+
+void http_sse_data(http_stream *st, const char *data, size_t len) { sse_put(st, NULL, data, len); }
+
+void http_sse_event(http_stream *st, const char *event, const char *data, size_t len)
+{
+    sse_put(st, event, data, len);
 }
 
 void http_conn_enforce_output_cap(http_conn *c)
@@ -230,6 +252,13 @@ void http_sse_end(http_stream *st)
     if (!st->resp_started || st->resp_ended || st->out_overflow)
         return;
     http_sse_data(st, "[DONE]", 6);
+    http_sse_close(st);
+}
+
+void http_sse_close(http_stream *st)
+{
+    if (!st->resp_started || st->resp_ended || st->out_overflow)
+        return;
     st->resp_ended = 1;
     if (st->h2_id)
         http_h2_resume(st);
