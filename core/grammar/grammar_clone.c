@@ -24,11 +24,20 @@ typedef struct ctarjan {
     int32_t *index, *low, *stk;
     bool *on, *rec;
     int32_t next, sp;
+    bool too_deep;
 } ctarjan;
 
-static void strong(ctarjan *t, int32_t r)
+/* Deeper call chains than this ({0,n} with a large n) skip the copies
+ * rather than recurse further. */
+#define CLONE_MAX_DEPTH 10000
+
+static void strong(ctarjan *t, int32_t r, int depth)
 {
     const sy_grammar *g = t->g;
+    if (depth > CLONE_MAX_DEPTH) {
+        t->too_deep = true;
+        return;
+    }
     t->index[r] = t->low[r] = t->next++;
     t->stk[t->sp++] = r;
     t->on[r] = true;
@@ -40,7 +49,9 @@ static void strong(ctarjan *t, int32_t r)
             if (to == r)
                 t->rec[r] = true;
             if (t->index[to] < 0) {
-                strong(t, to);
+                strong(t, to, depth + 1);
+                if (t->too_deep)
+                    return;
                 if (t->low[to] < t->low[r])
                     t->low[r] = t->low[to];
             } else if (t->on[to] && t->index[to] < t->low[r]) {
@@ -62,10 +73,12 @@ static void strong(ctarjan *t, int32_t r)
 }
 
 /* Elements of r and of every non-recursive rule it calls, saturated. */
-static size_t rule_size(const sy_grammar *g, int32_t r, const bool *rec, size_t *memo)
+static size_t rule_size(const sy_grammar *g, int32_t r, const bool *rec, size_t *memo, int depth)
 {
     if (memo[r])
         return memo[r];
+    if (depth > CLONE_MAX_DEPTH)
+        return CLONE_MAX_RULE + 1; /* not memoised: a shallower call may still size it */
     size_t n = 0;
     for (int32_t ai = g->alt_off[r]; ai < g->alt_off[r + 1] && n <= CLONE_MAX_RULE; ai++)
         for (int32_t p = g->alt[ai];; p++) {
@@ -73,7 +86,7 @@ static size_t rule_size(const sy_grammar *g, int32_t r, const bool *rec, size_t 
             if (g->el[p].kind == GE_END)
                 break;
             if (g->el[p].kind == GE_REF && !rec[g->el[p].arg])
-                n += rule_size(g, g->el[p].arg, rec, memo);
+                n += rule_size(g, g->el[p].arg, rec, memo, depth + 1);
         }
     memo[r] = n > CLONE_MAX_RULE ? CLONE_MAX_RULE + 1 : n;
     return memo[r];
@@ -110,12 +123,14 @@ int gclone_shared_rules(sy_grammar *g, sy_err *err)
     ctarjan t = {.g = g, .index = work, .low = work + nr0, .stk = work + 2 * nr0, .on = on, .rec = rec};
     for (int32_t r = 0; r < nr0; r++)
         t.index[r] = -1;
-    for (int32_t r = 0; r < nr0; r++)
+    for (int32_t r = 0; r < nr0 && !t.too_deep; r++)
         if (t.index[r] < 0)
-            strong(&t, r);
+            strong(&t, r, 0);
+    if (t.too_deep) /* no copies: the caches just see fewer rules through */
+        goto out;
     for (int32_t r = 0; r < nr0; r++)
         if (!rec[r])
-            rule_size(g, r, rec, memo);
+            rule_size(g, r, rec, memo, 0);
     size_t cap_o = (size_t)nr0 + 1;
     orig = malloc(cap_o * sizeof *orig);
     claimed = calloc(cap_o, 1);

@@ -695,30 +695,40 @@ out:
 /* Each rule's return position: where the text goes on after the rule
  * ends. One position when every call site (seen through tail calls) is
  * followed by the same element; -1 when several, or the root's end. */
-static void compute_cont(sy_grammar *g)
+static int compute_cont(sy_grammar *g, sy_err *err)
 {
     enum { NONE = -2, MANY = -1 };
-    for (int32_t r = 0; r < g->n_rules; r++)
+    int32_t nr = g->n_rules;
+    /* a worklist of rules whose cont changed (at most twice each), so
+     * chains of tail calls ({0,n} repetitions) stay linear */
+    int32_t *work = malloc(((size_t)nr * 2 + 1) * sizeof *work);
+    if (!work)
+        return sy_err_set(err, SY_ERR_NOMEM, "out of memory compiling the grammar");
+    for (int32_t r = 0; r < nr; r++)
         g->cont[r] = NONE;
+    size_t n = 0;
     g->cont[g->root] = MANY;
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t p = 0; p < g->n_el; p++) {
-            if (g->el[p].kind != GE_REF)
-                continue;
-            if (g->cont[g->rule_of[p]] == NONE)
-                continue; /* not reached (yet): rules the root never calls must not count */
-            int32_t to = g->el[p].arg;
-            int32_t add = g->el[p + 1].kind == GE_END ? g->cont[g->rule_of[p]] : (int32_t)(p + 1);
-            if (add == NONE || g->cont[to] == MANY || g->cont[to] == add)
-                continue;
-            g->cont[to] = g->cont[to] == NONE ? add : MANY;
-            changed = true;
-        }
+    work[n++] = g->root;
+    while (n) {
+        int32_t r = work[--n];
+        /* r is reached (or its cont changed): its call sites count now */
+        for (int32_t ai = g->alt_off[r]; ai < g->alt_off[r + 1]; ai++)
+            for (int32_t p = g->alt[ai]; g->el[p].kind != GE_END; p++) {
+                if (g->el[p].kind != GE_REF)
+                    continue;
+                int32_t to = g->el[p].arg;
+                int32_t add = g->el[p + 1].kind == GE_END ? g->cont[r] : p + 1;
+                if (g->cont[to] == MANY || g->cont[to] == add)
+                    continue;
+                g->cont[to] = g->cont[to] == NONE ? add : MANY;
+                work[n++] = to;
+            }
     }
-    for (int32_t r = 0; r < g->n_rules; r++)
-        if (g->cont[r] == NONE)
+    free(work);
+    for (int32_t r = 0; r < nr; r++)
+        if (g->cont[r] == NONE) /* never called from the root */
             g->cont[r] = MANY;
+    return SY_OK;
 }
 
 /* The bytes that may follow each rule (FIRST of what comes after its call
@@ -779,24 +789,51 @@ static int compute_follow(sy_grammar *g, sy_err *err)
                     rnul[r] = changed = true;
             }
     }
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t q = 0; q < n; q++) {
-            if (g->el[q].kind != GE_REF)
-                continue;
-            int32_t to = g->el[q].arg;
-            uint32_t f[8];
-            memcpy(f, first[q + 1], sizeof f);
-            if (nul[q + 1])
-                for (int k = 0; k < 8; k++)
-                    f[k] |= g->follow[g->rule_of[q]][k];
-            for (int k = 0; k < 8; k++)
-                if (f[k] & ~g->follow[to][k]) {
-                    g->follow[to][k] |= f[k];
-                    changed = true;
-                }
-        }
+    /* FOLLOW through a worklist of rules whose FOLLOW grew: a rule's sites
+     * with a nullable rest pass its FOLLOW on (linear for tail chains) */
+    int32_t *work = malloc(((size_t)g->n_rules + 1) * sizeof *work);
+    bool *queued = malloc((size_t)g->n_rules + 1);
+    size_t wn = 0;
+    if (!work || !queued) {
+        free(work);
+        free(queued);
+        free(first);
+        free(nul);
+        free(rfirst);
+        free(rnul);
+        return sy_err_set(err, SY_ERR_NOMEM, "out of memory compiling the grammar");
     }
+    for (int32_t r = g->n_rules; r-- > 0;) {
+        work[wn++] = r;
+        queued[r] = true;
+    }
+    while (wn) {
+        int32_t r = work[--wn];
+        queued[r] = false;
+        for (int32_t ai = g->alt_off[r]; ai < g->alt_off[r + 1]; ai++)
+            for (int32_t q = g->alt[ai]; g->el[q].kind != GE_END; q++) {
+                if (g->el[q].kind != GE_REF)
+                    continue;
+                int32_t to = g->el[q].arg;
+                uint32_t f[8];
+                memcpy(f, first[q + 1], sizeof f);
+                if (nul[q + 1])
+                    for (int k = 0; k < 8; k++)
+                        f[k] |= g->follow[r][k];
+                bool grew = false;
+                for (int k = 0; k < 8; k++)
+                    if (f[k] & ~g->follow[to][k]) {
+                        g->follow[to][k] |= f[k];
+                        grew = true;
+                    }
+                if (grew && !queued[to]) {
+                    work[wn++] = to;
+                    queued[to] = true;
+                }
+            }
+    }
+    free(work);
+    free(queued);
     free(first);
     free(nul);
     free(rfirst);
@@ -946,8 +983,9 @@ int sy_grammar_compile(const sy_gsrc *src, const char *root, sy_grammar **out, s
         sy_grammar_free(g);
         return rc;
     }
-    compute_cont(g);
-    rc = compute_follow(g, err);
+    rc = compute_cont(g, err);
+    if (!rc)
+        rc = compute_follow(g, err);
     if (rc) {
         sy_grammar_free(g);
         return rc;

@@ -234,8 +234,12 @@ typedef struct gparser {
     const char *s, *p, *end;
     const char *where;
     sy_err *err;
-    int code; /* first error, or 0 */
+    int code;  /* first error, or 0 */
+    int depth; /* groups open and postfix operators stacked: bounds recursion */
 } gparser;
+
+/* Deeper nesting is refused rather than recursed into. */
+#define GBNF_MAX_DEPTH 1000
 
 static void where_of(const gparser *ps, const char *at, int *line, int *col)
 {
@@ -510,6 +514,7 @@ static bool parse_uint(gparser *ps, int *out)
 
 static gnode *parse_postfix(gparser *ps, gnode *item, bool nested)
 {
+    int item_reps = 0;
     for (;;) {
         if (ps->p >= ps->end)
             return item;
@@ -549,6 +554,8 @@ static gnode *parse_postfix(gparser *ps, gnode *item, bool nested)
         }
         if (ps->code)
             return gnode_free(item), NULL;
+        if (++item_reps > GBNF_MAX_DEPTH)
+            return gnode_free(item), fail(ps, at, "at most 1000 repetition operators on one item");
         gnode *r = node_new(ps, GN_REP, at);
         if (!r)
             return gnode_free(item), NULL;
@@ -586,8 +593,11 @@ static gnode *parse_sequence(gparser *ps, bool nested)
             }
         } else if (c == '(') {
             const char *open = ps->p;
+            if (++ps->depth > GBNF_MAX_DEPTH)
+                return gnode_free(seq), fail(ps, ps->p, "groups nested at most 1000 deep");
             ps->p++;
             item = parse_alternatives(ps, true);
+            ps->depth--;
             if (item) {
                 skip_space(ps, true);
                 if (ps->p >= ps->end || *ps->p != ')') {

@@ -201,6 +201,7 @@ struct sy_gmatcher {
     size_t walk_cap;
     gmask_memo memo[GMASK_MEMO];
     uint64_t mtick;
+    size_t compact_nodes, compact_sets; /* gmatcher_compact's bounds */
     const struct gmask_entry **ent; /* per position, the cache entry (or NULL) */
     struct gmask_cache *cache;
 };
@@ -210,6 +211,11 @@ void gmask_caches_free(sy_grammar *g);
 int gclone_shared_rules(sy_grammar *g, sy_err *err);
 /* Advances m's stacks by n bytes; false (nothing changes) when they leave the language. */
 bool gmatcher_feed(sy_gmatcher *m, const char *s, size_t n);
+/* Moves m's current stacks into a fresh arena (and drops the interned
+ * sets) when the arena or the sets have grown past m's bounds, or always
+ * with force. Stack and set ids change: a gsaved taken before is void.
+ * sy_gmatcher_fill_mask calls it first. */
+int gmatcher_compact(sy_gmatcher *m, bool force);
 /* A matcher's logical state, to try a token and put it back (tests: the
  * brute-force oracle of the masks). */
 typedef struct gsaved {

@@ -335,15 +335,23 @@ static int gen_enum(sy_gjs *c, json_t *s, const char *path, unsigned types, sy_g
 
 /* ------------------------------------------------------------ numbers */
 
-/* The tightest inclusive integer bound from minimum and exclusiveMinimum
- * (upper: maximum and exclusiveMaximum); *has false when there is none.
- * Draft 4's boolean exclusiveMinimum/Maximum modify minimum/maximum. */
-static int get_bound(sy_gjs *c, json_t *s, const char *path, bool upper, bool integer, bool *has, int64_t *v)
+/* A bound from minimum/exclusiveMinimum (or the maximum pair). */
+typedef struct bound {
+    bool has;
+    bool open;  /* exclusive (type number; integers are made inclusive) */
+    int64_t v;
+} bound;
+
+/* The tightest bound from minimum and exclusiveMinimum (upper: maximum and
+ * exclusiveMaximum). Draft 4's boolean exclusiveMinimum/Maximum modify
+ * minimum/maximum. For integers, bounds become inclusive integers; for
+ * numbers, bounds must be integers. */
+static int get_bound(sy_gjs *c, json_t *s, const char *path, bool upper, bool integer, bound *out)
 {
     const char *kw = upper ? "maximum" : "minimum", *ex_kw = upper ? "exclusiveMaximum" : "exclusiveMinimum";
     json_t *b = json_object_get(s, kw), *ex = json_object_get(s, ex_kw);
     bool draft4_exclusive = false;
-    *has = false;
+    *out = (bound){0};
     if (ex && json_is_boolean(ex)) {
         draft4_exclusive = json_is_true(ex);
         if (draft4_exclusive && !b)
@@ -353,7 +361,7 @@ static int get_bound(sy_gjs *c, json_t *s, const char *path, bool upper, bool in
     for (int pass = 0; pass < 2; pass++) {
         json_t *x = pass ? ex : b;
         const char *k = pass ? ex_kw : kw;
-        bool exclusive = pass ? true : draft4_exclusive;
+        bool open = pass ? true : draft4_exclusive;
         if (!x)
             continue;
         if (!json_is_number(x))
@@ -361,70 +369,90 @@ static int get_bound(sy_gjs *c, json_t *s, const char *path, bool upper, bool in
         double d = json_number_value(x);
         if (!(fabs(d) <= NUMBER_MAX_BOUND))
             return unsupported(c, path, k, "beyond 2^53 is not supported by constrained decoding");
-        if (!integer && exclusive)
-            return unsupported(c, path, k, "on type number is not supported by constrained decoding (use "
-                                           "minimum/maximum, or type integer)");
         if (!integer && d != floor(d))
             return unsupported(c, path, k, "that is not an integer is not supported on type number by "
                                            "constrained decoding");
-        double r = upper ? (exclusive ? ceil(d) - 1 : floor(d)) : (exclusive ? floor(d) + 1 : ceil(d));
-        if (!*has || (upper ? (int64_t)r < *v : (int64_t)r > *v))
-            *v = (int64_t)r;
-        *has = true;
+        int64_t v;
+        if (integer) {
+            v = (int64_t)(upper ? (open ? ceil(d) - 1 : floor(d)) : (open ? floor(d) + 1 : ceil(d)));
+            open = false;
+        } else {
+            v = (int64_t)d;
+        }
+        bool tighter = !out->has || (upper ? v < out->v : v > out->v) || (v == out->v && open);
+        if (tighter)
+            *out = (bound){true, open, v};
     }
     return SY_OK;
 }
 
-/* Non-negative reals in [a, b]: an integer part, then a fraction; the
- * integer b itself only with an all-zero fraction. */
-static void nonneg_reals(sy_gbuf *out, int64_t a, bool has_b, int64_t b)
+/*
+ * Non-negative decimals (no exponent) between magnitudes a and b (b absent:
+ * unbounded), each end open or closed: the integer part decides, except at
+ * the ends, where an open a needs a non-zero fraction and a closed b an
+ * all-zero one. Requires a < b, or a == b with both closed.
+ */
+static void nonneg_reals(sy_gbuf *out, int64_t a, bool a_open, bool has_b, int64_t b, bool b_open)
 {
+    static const char frac[] = " (\".\" [0-9]+)?", nonzero[] = " \".\" [0-9]* [1-9] [0-9]*",
+                      zeros[] = " (\".\" \"0\"+)?";
     sy_gbuf_puts(out, "(");
-    if (!has_b) {
-        sy_gint_range_emit(out, true, a, false, 0);
-        sy_gbuf_puts(out, " (\".\" [0-9]+)?");
-    } else {
-        if (a < b) {
-            sy_gint_range_emit(out, true, a, true, b - 1);
-            sy_gbuf_puts(out, " (\".\" [0-9]+)? | ");
-        }
-        sy_gbuf_printf(out, "\"%lld\" (\".\" \"0\"+)?", (long long)b);
+    if (has_b && a == b) {
+        sy_gbuf_printf(out, "\"%lld\"%s)", (long long)b, zeros);
+        return;
+    }
+    int alts = 0;
+    if (a_open) {
+        sy_gbuf_printf(out, "\"%lld\"%s", (long long)a, nonzero);
+        alts++;
+    }
+    int64_t from = a_open ? a + 1 : a;
+    if (!has_b || from <= b - 1) {
+        sy_gbuf_puts(out, alts++ ? " | " : "");
+        sy_gint_range_emit(out, true, from, has_b, b - 1);
+        sy_gbuf_puts(out, frac);
+    }
+    if (has_b && !b_open) {
+        sy_gbuf_puts(out, alts++ ? " | " : "");
+        sy_gbuf_printf(out, "\"%lld\"%s", (long long)b, zeros);
     }
     sy_gbuf_puts(out, ")");
 }
 
 static int gen_number(sy_gjs *c, json_t *s, const char *path, bool integer, sy_gbuf *out)
 {
-    bool has_lo, has_hi;
-    int64_t lo = 0, hi = 0;
-    int rc = get_bound(c, s, path, false, integer, &has_lo, &lo);
+    bound lo, hi;
+    int rc = get_bound(c, s, path, false, integer, &lo);
     if (rc == SY_OK)
-        rc = get_bound(c, s, path, true, integer, &has_hi, &hi);
+        rc = get_bound(c, s, path, true, integer, &hi);
     if (rc != SY_OK)
         return rc;
-    if (has_lo && has_hi && lo > hi)
+    if (lo.has && hi.has && (lo.v > hi.v || (lo.v == hi.v && (lo.open || hi.open))))
         return sy_err_set(c->err, SY_ERR_INVALID, "%s: no %s lies between the minimum and the maximum", path,
                           integer ? "integer" : "number");
-    if (!has_lo && !has_hi) {
+    if (!lo.has && !hi.has) {
         sy_gbuf_printf(out, "%s-%s", c->name, integer ? "int" : "number");
         return SY_OK;
     }
     if (integer) {
-        sy_gint_range_emit(out, has_lo, lo, has_hi, hi);
+        sy_gint_range_emit(out, lo.has, lo.v, hi.has, hi.v);
         return SY_OK;
     }
-    /* Bounded numbers have no exponent: a plain decimal compares simply. */
+    /* Bounded numbers have no exponent: a plain decimal compares simply.
+     * A negative number's magnitude has the bounds swapped. */
     sy_gbuf_puts(out, "(");
-    if (has_lo && lo >= 0) {
-        nonneg_reals(out, lo, has_hi, hi);
-    } else if (has_hi && hi <= 0) {
+    if (lo.has && lo.v >= 0) {
+        nonneg_reals(out, lo.v, lo.open, hi.has, hi.v, hi.open);
+    } else if (hi.has && hi.v <= 0) {
         sy_gbuf_puts(out, "\"-\" ");
-        nonneg_reals(out, -hi, has_lo, has_lo ? -lo : 0);
+        nonneg_reals(out, -hi.v, hi.open, lo.has, lo.has ? -lo.v : 0, lo.open);
+        if (hi.v == 0 && !hi.open)
+            sy_gbuf_puts(out, " | \"0\" (\".\" \"0\"+)?"); /* zero without its sign */
     } else {
         sy_gbuf_puts(out, "\"-\" ");
-        nonneg_reals(out, 0, has_lo, has_lo ? -lo : 0);
+        nonneg_reals(out, 0, false, lo.has, lo.has ? -lo.v : 0, lo.open);
         sy_gbuf_puts(out, " | ");
-        nonneg_reals(out, 0, has_hi, hi);
+        nonneg_reals(out, 0, false, hi.has, hi.v, hi.open);
     }
     sy_gbuf_puts(out, ")");
     return SY_OK;

@@ -339,7 +339,7 @@ int sy_gmatcher_fill_mask(sy_gmatcher *m, uint32_t *mask, sy_err *err)
     if (m->ended)
         return sy_err_set(err, SY_ERR_INVALID, "the constrained output has ended (EOS accepted): no token may follow");
     gmask_cache *c = get_cache(m);
-    if (!c)
+    if (!c || gmatcher_compact(m, false) != SY_OK)
         return sy_err_set(err, SY_ERR_NOMEM, "out of memory preparing token masks");
     /* the same stacks come back (every character of a string): reuse the mask */
     gvec *tmp = &m->tmp;

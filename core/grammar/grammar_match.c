@@ -278,6 +278,65 @@ bool gadvance(const sy_grammar *g, garena *a, const int32_t *in, size_t n, uint8
 
 /* ------------------------------------------------------------ matcher */
 
+/* A long output leaves many dead stacks and sets behind; past these the
+ * matcher starts a fresh arena holding only the current stacks. */
+#define COMPACT_NODES (1u << 20)
+#define COMPACT_SETS (1u << 14)
+
+int gmatcher_compact(sy_gmatcher *m, bool force)
+{
+    if (!force && m->a.n < m->compact_nodes && m->sets.n < m->compact_sets)
+        return SY_OK;
+    garena a2;
+    gsets s2;
+    int32_t *map = malloc((m->a.n + 1) * sizeof *map);
+    gvec chain = {0}, cur2 = {0};
+    bool ok = map && garena_init(&a2) == SY_OK;
+    if (ok && gsets_init(&s2) != SY_OK) {
+        garena_free(&a2);
+        ok = false;
+    }
+    if (!ok) {
+        free(map);
+        return SY_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < m->a.n; i++)
+        map[i] = INT32_MIN;
+    for (size_t i = 0; i < m->cur.n && ok; i++) {
+        int32_t x = m->cur.v[i];
+        chain.n = 0;
+        while (x >= 0 && map[x] == INT32_MIN && ok) {
+            ok = gvec_push(&chain, x);
+            x = m->a.nodes[x].parent;
+        }
+        int32_t below = x >= 0 ? map[x] : x;
+        for (size_t k = chain.n; k-- > 0 && ok;) {
+            int32_t y = chain.v[k];
+            int32_t id = intern(&a2, m->a.nodes[y].pos, below);
+            ok = id >= 0;
+            map[y] = below = id;
+        }
+        ok = ok && gvec_push(&cur2, m->cur.v[i] >= 0 ? map[m->cur.v[i]] : m->cur.v[i]);
+    }
+    free(map);
+    gvec_free(&chain);
+    if (!ok) {
+        garena_free(&a2);
+        gsets_free(&s2);
+        gvec_free(&cur2);
+        return SY_ERR_NOMEM;
+    }
+    garena_free(&m->a);
+    gsets_free(&m->sets);
+    gvec_free(&m->cur);
+    m->a = a2;
+    m->sets = s2;
+    m->cur = cur2;
+    for (int k = 0; k < GMASK_MEMO; k++)
+        m->memo[k].used = 0, m->memo[k].set = -1; /* set ids of the old arena */
+    return SY_OK;
+}
+
 static int matcher_start(sy_gmatcher *m, sy_err *err)
 {
     const sy_grammar *g = m->g;
@@ -313,6 +372,10 @@ int sy_gmatcher_new(const sy_grammar *g, const sy_gvocab *v, sy_gmatcher **out, 
         return sy_err_set(err, SY_ERR_NOMEM, "out of memory creating a grammar matcher");
     m->g = g;
     m->v = v;
+    m->compact_nodes = COMPACT_NODES;
+    m->compact_sets = COMPACT_SETS;
+    for (int k = 0; k < GMASK_MEMO; k++)
+        m->memo[k].set = -1;
     int rc = matcher_start(m, err);
     if (rc) {
         matcher_release(m);

@@ -117,6 +117,14 @@ check(t0 is not None and t1 == t0 * 4, "logit_bias +100 on token 300: %r is %r f
 status, r = post("/v1/completions", dict(one, logit_bias={"5000": 1}))
 check(status == 400 and "logit_bias" in r, "logit_bias outside the vocabulary: 400 naming it (%d)" % status)
 
+# A schema keyword constrained decoding cannot enforce: a 400 whose param is its path.
+bad_schema = {"type": "object", "properties": {"u": {"type": "string", "format": "uri"}}}
+status, r = post("/v1/chat/completions", {"messages": msgs, "max_tokens": 4, "response_format": {
+    "type": "json_schema", "json_schema": {"name": "x", "schema": bad_schema}}})
+param = json.loads(r)["error"].get("param") if status == 400 else None
+check(param == "response_format.json_schema.schema.properties.u.format",
+      "unsupported format: 400 with param %r (%d)" % (param, status))
+
 # Tool calls.
 tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
           "parameters": {"type": "object", "properties": {

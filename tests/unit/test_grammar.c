@@ -192,6 +192,38 @@ static void test_errors(void)
     expect_parse_error("::= \"a\"", "t.gbnf:1:1: expected a rule name", NULL);
     expect_parse_error("root ::= \"a\" @", "t.gbnf:1:14: expected a literal", "found \"@\"");
 
+    {
+        /* nesting is bounded (no stack overflow on hostile input) */
+        sy_gbuf b;
+        sy_gbuf_init(&b);
+        sy_gbuf_puts(&b, "root ::= ");
+        for (int i = 0; i < 5000; i++)
+            sy_gbuf_puts(&b, "(");
+        sy_gbuf_puts(&b, "\"a\"");
+        for (int i = 0; i < 5000; i++)
+            sy_gbuf_puts(&b, ")");
+        expect_parse_error(b.s, "expected groups nested at most 1000 deep", NULL);
+        b.len = 0;
+        sy_gbuf_puts(&b, "root ::= \"a\"");
+        for (int i = 0; i < 5000; i++)
+            sy_gbuf_puts(&b, "?");
+        expect_parse_error(b.s, "expected at most 1000 repetition operators", NULL);
+        sy_gbuf_free(&b);
+        /* a long bounded repetition compiles in linear time and matches */
+        sy_err err = {{0}};
+        sy_grammar *g = compile("root ::= \"a\"{0,50000} \"b\"", "root", &err);
+        CHECK(g != NULL);
+        char *text = malloc(50002);
+        memset(text, 'a', 50000);
+        text[50000] = 'b';
+        CHECK(g && sy_grammar_accepts(g, text, 50001));
+        text[0] = 'a';
+        CHECK(g && !sy_grammar_accepts(g, text, 50000)); /* no b */
+        memmove(text + 1, text, 50001);
+        CHECK(g && !sy_grammar_accepts(g, text, 50002)); /* 50001 a's */
+        free(text);
+        sy_grammar_free(g);
+    }
     expect_compile_error("root ::= foo", "root", "test:1:10: rule root refers to undefined rule foo", NULL);
     expect_compile_error("root ::= expr\nexpr ::= expr \"+\" [0-9] | [0-9]", "root", "rule expr is left-recursive",
                          "test:2:1");
@@ -243,13 +275,15 @@ static size_t brute_compare(sy_gmatcher *m, const sy_gvocab *v, const uint32_t *
 
 /* A random walk: at each step the mask must equal the brute-force scan;
  * then a random allowed token is taken. */
-static void walk(const sy_grammar *g, const sy_gvocab *v, int steps, const char *what)
+static void walk_c(const sy_grammar *g, const sy_gvocab *v, int steps, const char *what, bool compact)
 {
     sy_gmatcher *m = NULL;
     sy_err err = {{0}};
     CHECK(sy_gmatcher_new(g, v, &m, &err) == SY_OK);
     if (!m)
         return;
+    if (compact) /* a fresh arena before every mask: ids change under the caches */
+        m->compact_nodes = 0;
     uint32_t *mask = calloc(sy_gmask_words(v), sizeof *mask);
     int32_t *ids = malloc((size_t)v->n_vocab * sizeof *ids), *puncts = malloc((size_t)v->n_vocab * sizeof *ids);
     for (int s = 0; s < steps && !sy_gmatcher_done(m); s++) {
@@ -283,6 +317,11 @@ static void walk(const sy_grammar *g, const sy_gvocab *v, int steps, const char 
     free(puncts);
     free(mask);
     sy_gmatcher_free(m);
+}
+
+static void walk(const sy_grammar *g, const sy_gvocab *v, int steps, const char *what)
+{
+    walk_c(g, v, steps, what, false);
 }
 
 /* Bytes that make UTF-8 interesting: whole and partial characters. */
@@ -451,7 +490,7 @@ static void test_masks_synthetic(void)
         snprintf(what, sizeof what, "random grammar %d", iter);
         int before = sy_test_failures;
         for (int w = 0; w < 3; w++)
-            walk(g, v, 12, what);
+            walk_c(g, v, 12, what, w == 2);
         if (sy_test_failures != before)
             fprintf(stderr, "  grammar %d:\n%s", iter, b.s);
         sy_grammar_free(g);

@@ -287,14 +287,13 @@ static json_t *rand_scalar(rng *r, int kind)
     }
     case 1:   /* integer */
     case 2: { /* number */
-        bool integer = kind == 1;
-        json_object_set_new(s, "type", json_string(integer ? "integer" : "number"));
+        json_object_set_new(s, "type", json_string(kind == 1 ? "integer" : "number"));
         long lo = (long)pick(r, 300) - 100, hi = lo + (long)pick(r, 250);
         unsigned shape = pick(r, 4);
         if (shape == 1 || shape == 3)
-            json_object_set_new(s, integer && chance(r, 30) ? "exclusiveMinimum" : "minimum", json_integer(lo));
+            json_object_set_new(s, chance(r, 30) ? "exclusiveMinimum" : "minimum", json_integer(lo));
         if (shape == 2 || shape == 3)
-            json_object_set_new(s, integer && chance(r, 30) ? "exclusiveMaximum" : "maximum", json_integer(hi + 2));
+            json_object_set_new(s, chance(r, 30) ? "exclusiveMaximum" : "maximum", json_integer(hi + 2));
         break;
     }
     case 3: json_object_set_new(s, "type", json_string("boolean")); break;
@@ -391,7 +390,7 @@ static const char *const hand_schemas[] = {
     "\"email\":{\"type\":\"string\",\"format\":\"email\"},"
     "\"born\":{\"type\":\"string\",\"format\":\"date\"},"
     "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":130},"
-    "\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1},"
+    "\"score\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":1},"
     "\"status\":{\"enum\":[\"active\",\"banned\",\"pending\"]},"
     "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"^[a-z]+$\"},\"maxItems\":4},"
     "\"address\":{\"type\":\"object\",\"properties\":{\"street\":{\"type\":\"string\"},\"zip\":{\"type\":\"string\","

@@ -155,6 +155,16 @@ static void test_scalars(void)
     expect_schema("{\"type\":\"number\",\"minimum\":-5,\"maximum\":10}", 0,
                   (const char *[]){"10", "10.0", "10.000", "-5", "-5.0", "-4.99", "3.14", "0", "-0.5", NULL},
                   (const char *[]){"10.01", "-5.1", "1e2", "11", "-6", NULL});
+    /* Exclusive bounds on numbers: the end itself only with a non-zero fraction. */
+    expect_schema("{\"type\":\"number\",\"exclusiveMinimum\":0}", 0,
+                  (const char *[]){"0.5", "0.001", "1", "12.0", NULL}, (const char *[]){"0", "0.000", "-0.5", "-1", NULL});
+    expect_schema("{\"type\":\"number\",\"exclusiveMinimum\":-2,\"exclusiveMaximum\":3}", 0,
+                  (const char *[]){"-1.99", "-0", "0", "2.999", "-1", NULL},
+                  (const char *[]){"-2", "-2.0", "3", "3.0", "3.01", "-2.5", NULL});
+    expect_schema("{\"type\":\"number\",\"minimum\":-7,\"exclusiveMaximum\":-1}", 0,
+                  (const char *[]){"-7", "-7.00", "-1.01", "-6.5", NULL}, (const char *[]){"-1", "-1.0", "-7.5", "0", NULL});
+    expect_schema("{\"type\":\"number\",\"exclusiveMaximum\":0,\"minimum\":-1,\"exclusiveMinimum\":-1}", 0,
+                  (const char *[]){"-0.5", NULL}, (const char *[]){"-1", "0", "-0.0", NULL});
     expect_schema("{\"type\":\"number\",\"minimum\":2}", 0, (const char *[]){"2", "2.5", "1000.25", NULL},
                   (const char *[]){"1.99", "-3", NULL});
     expect_schema("{\"type\":\"integer\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":10}", 0,
@@ -211,6 +221,53 @@ static void test_integer_ranges(void)
     EXPECT(g, "-19007199254740991", false);
     EXPECT(g, "12345678901234", true);
     sy_grammar_free(g);
+}
+
+static void test_number_ranges(void)
+{
+    /* Quarter steps in [-6, 6] (with ".0" spellings of the integers)
+     * against every mix of open, closed and absent ends. */
+    static const long ends[] = {-3, 0, 2};
+    static const char *const frac[] = {"", ".25", ".5", ".75"};
+    for (int li = 0; li < 4; li++)
+        for (int hi_i = 0; hi_i < 4; hi_i++)
+            for (int open = 0; open < 4; open++) {
+                bool has_lo = li < 3, has_hi = hi_i < 3, lo_open = open & 1, hi_open = open & 2;
+                if ((!has_lo && lo_open) || (!has_hi && hi_open) || (!has_lo && !has_hi))
+                    continue;
+                long lo = has_lo ? ends[li] : 0, hi = has_hi ? ends[hi_i] : 0;
+                if (has_lo && has_hi && (lo > hi || (lo == hi && open)))
+                    continue;
+                char schema[160];
+                int len = snprintf(schema, sizeof schema, "{\"type\":\"number\"");
+                if (has_lo)
+                    len += snprintf(schema + len, sizeof schema - (size_t)len, ",\"%s\":%ld",
+                                    lo_open ? "exclusiveMinimum" : "minimum", lo);
+                if (has_hi)
+                    len += snprintf(schema + len, sizeof schema - (size_t)len, ",\"%s\":%ld",
+                                    hi_open ? "exclusiveMaximum" : "maximum", hi);
+                snprintf(schema + len, sizeof schema - (size_t)len, "}");
+                sy_grammar *g = schema_grammar(schema, 0);
+                CHECK(g != NULL);
+                if (!g)
+                    continue;
+                int wrong = 0;
+                for (long q = -24; q <= 24; q++) {
+                    long a = q < 0 ? -q : q;
+                    for (int zero = 0; zero < 2; zero++) {
+                        if (zero && a % 4)
+                            continue;
+                        char text[32];
+                        snprintf(text, sizeof text, "%s%ld%s", q < 0 ? "-" : "", a / 4, zero ? ".0" : frac[a % 4]);
+                        bool want = (!has_lo || (lo_open ? q > 4 * lo : q >= 4 * lo)) &&
+                                    (!has_hi || (hi_open ? q < 4 * hi : q <= 4 * hi));
+                        if (accepts(g, text) != want && wrong++ < 3)
+                            fprintf(stderr, "%s: %s should be %s\n", schema, text, want ? "accepted" : "rejected");
+                    }
+                }
+                CHECK(wrong == 0);
+                sy_grammar_free(g);
+            }
 }
 
 static void test_arrays(void)
@@ -335,8 +392,9 @@ static void test_errors(void)
                  "response_format.json_schema.schema.$defs.x.if: 'if' is not supported");
     expect_error("{\"type\":\"array\",\"uniqueItems\":true}", "schema.uniqueItems: 'uniqueItems' is not supported");
     expect_error("{\"patternProperties\":{\"a\":{}}}", "schema.patternProperties: 'patternProperties' is not supported");
-    expect_error("{\"type\":\"number\",\"exclusiveMinimum\":0}", "schema.exclusiveMinimum: 'exclusiveMinimum' on type "
-                                                                 "number is not supported");
+    expect_error("{\"type\":\"number\",\"exclusiveMinimum\":0.5}", "schema.exclusiveMinimum: 'exclusiveMinimum' that is "
+                                                                   "not an integer");
+    expect_error("{\"type\":\"number\",\"exclusiveMinimum\":2,\"maximum\":2}", "no number lies between");
     expect_error("{\"type\":\"number\",\"maximum\":1.5}", "schema.maximum: 'maximum' that is not an integer");
     expect_error("{\"type\":\"string\",\"format\":\"uri\"}", "schema.format: 'uri' is not supported by constrained "
                                                              "decoding (supported: date, time");
@@ -550,6 +608,7 @@ int main(void)
     test_objects();
     test_scalars();
     test_integer_ranges();
+    test_number_ranges();
     test_arrays();
     test_refs_and_unions();
     test_strings();

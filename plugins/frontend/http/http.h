@@ -230,6 +230,8 @@ void http_route(http_stream *st);       /* the request is complete: answer it */
 
 /* The served model's name (model_name, else model_info's id); fills *mi. */
 const char *http_model_name(http_server *s, sy_model_info *mi);
+/* The field path a host error message starts with ("tools[0].function: ..."), copied to out; NULL if none. */
+const char *http_err_param(const char *msg, char *out, size_t cap);
 /* Parses a JSON object body; answers 400 and returns NULL when it is not one. */
 json_t *http_parse_body(http_stream *st);
 

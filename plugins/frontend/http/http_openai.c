@@ -366,8 +366,9 @@ static int submit_all(oai_req *r, http_job *job)
                                "the server is busy (waiting queue full); retry later%s%s", err.msg[0] ? ": " : "",
                                err.msg);
         } else if (rc == SY_ERR_INVALID) {
-            http_respond_error(st, 400, "invalid_request_error", NULL, NULL, "%s",
-                               err.msg[0] ? err.msg : "invalid request");
+            char param[256];
+            http_respond_error(st, 400, "invalid_request_error", http_err_param(err.msg, param, sizeof param), NULL,
+                               "%s", err.msg[0] ? err.msg : "invalid request");
         } else {
             http_respond_error(st, rc == SY_ERR_NOMEM ? 503 : 500, "server_error", NULL, NULL, "submit: %s: %s",
                                sy_status_str(rc), err.msg);

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 #include <strings.h>
 
@@ -32,6 +33,21 @@ static int check_auth(http_stream *st)
     const char *a = st->authorization;
     int ok = a && strncasecmp(a, "Bearer ", 7) == 0 && key_ok(cfg, a + 7);
     return ok | (st->x_api_key && key_ok(cfg, st->x_api_key));
+}
+
+/* The host's SY_ERR_INVALID messages begin with the offending field's path
+ * ("response_format.json_schema.schema.properties.a.format: ..."): that path
+ * becomes the error's "param". NULL when the message does not start so. */
+const char *http_err_param(const char *msg, char *out, size_t cap)
+{
+    size_t n = 0;
+    while (msg[n] && (isalnum((unsigned char)msg[n]) || strchr("_.[]-$", msg[n])))
+        n++;
+    if (n == 0 || n >= cap || msg[n] != ':' || msg[n + 1] != ' ')
+        return NULL;
+    memcpy(out, msg, n);
+    out[n] = '\0';
+    return out;
 }
 
 const char *http_model_name(http_server *s, sy_model_info *mi)
