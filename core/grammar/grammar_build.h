@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/grammar/grammar_internal.h"
+#include "grammar/grammar_internal.h"
 
 /* ------------------------------------------------------------ code-point sets */
 
@@ -63,7 +63,10 @@ void sy_gjson_cp_literal(sy_gbuf *b, uint32_t cp);
  *   value   any JSON value   object  any object     array  any array
  *   colon   ":" " "?         comma  "," " "?
  * Whitespace is one optional space after ':' and ',', nowhere else.
+ * Numbers have at most SY_GJSON_MAX_DIGITS integer digits and as many
+ * fraction digits, and at most three exponent digits, so every output ends.
  */
+#define SY_GJSON_MAX_DIGITS 16
 void sy_gjson_basic_rules(sy_gbuf *b, const char *prefix);
 
 /* ------------------------------------------------------------ regex */

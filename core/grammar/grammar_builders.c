@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/grammar_build.h"
+#include "grammar/grammar_build.h"
 
 /* ------------------------------------------------------------ code-point sets */
 
@@ -256,8 +256,12 @@ void sy_gjson_basic_rules(sy_gbuf *b, const char *p)
                    " | \"\\\\u\" [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}\n",
                    p);
     sy_gbuf_printf(b, "%s-string ::= \"\\\"\" %s-char* \"\\\"\"\n", p, p);
-    sy_gbuf_printf(b, "%s-int ::= \"-\"? (\"0\" | [1-9] [0-9]*)\n", p);
-    sy_gbuf_printf(b, "%s-number ::= %s-int (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?\n", p, p);
+    /* Digits are bounded (SY_GJSON_MAX_DIGITS integer and fraction digits,
+     * three exponent digits) so a model cannot write one number forever:
+     * random weights otherwise run to max_tokens inside "123...". */
+    sy_gbuf_printf(b, "%s-int ::= \"-\"? (\"0\" | [1-9] [0-9]{0,%d})\n", p, SY_GJSON_MAX_DIGITS - 1);
+    sy_gbuf_printf(b, "%s-number ::= %s-int (\".\" [0-9]{1,%d})? ([eE] [-+]? [0-9]{1,3})?\n", p, p,
+                   SY_GJSON_MAX_DIGITS);
     sy_gbuf_printf(b, "%s-colon ::= \":\" \" \"?\n", p);
     sy_gbuf_printf(b, "%s-comma ::= \",\" \" \"?\n", p);
     sy_gbuf_printf(b,

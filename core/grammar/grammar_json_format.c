@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/grammar/grammar_build.h"
+#include "grammar/grammar_build.h"
 
 const char sy_gformat_names[] = "date, time, date-time, uuid, email, ipv4";
 
@@ -177,7 +177,9 @@ static void magnitude_from(sy_gbuf *out, uint64_t a)
     size_t d = n_digits(a);
     sy_gbuf_puts(out, "(");
     magnitude_range(out, a, all_nines(d));
-    sy_gbuf_printf(out, " | [1-9] [0-9]{%zu,})", d);
+    if (d < SY_GJSON_MAX_DIGITS) /* longer ones, up to the digit bound of sy_gjson_basic_rules */
+        sy_gbuf_printf(out, " | [1-9] [0-9]{%zu,%d}", d, SY_GJSON_MAX_DIGITS - 1);
+    sy_gbuf_puts(out, ")");
 }
 
 static uint64_t magnitude(int64_t v) { return v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v; }

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/grammar_json_schema.h"
+#include "grammar/grammar_json_schema.h"
 
 typedef struct prop {
     const char *key;

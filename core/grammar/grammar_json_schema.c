@@ -18,7 +18,7 @@
 
 #include <jansson.h>
 
-#include "core/grammar/grammar_json_schema.h"
+#include "grammar/grammar_json_schema.h"
 
 #define SCHEMA_MAX_DEPTH 64
 #define SCHEMA_MAX_COUNT 10000 /* minLength, maxItems, ...: repetition counts */
@@ -394,8 +394,9 @@ static int get_bound(sy_gjs *c, json_t *s, const char *path, bool upper, bool in
  */
 static void nonneg_reals(sy_gbuf *out, int64_t a, bool a_open, bool has_b, int64_t b, bool b_open)
 {
-    static const char frac[] = " (\".\" [0-9]+)?", nonzero[] = " \".\" [0-9]* [1-9] [0-9]*",
-                      zeros[] = " (\".\" \"0\"+)?";
+    /* Fraction digits bounded as in sy_gjson_basic_rules (16 = SY_GJSON_MAX_DIGITS). */
+    static const char frac[] = " (\".\" [0-9]{1,16})?", nonzero[] = " \".\" [0-9]{0,15} [1-9]",
+                      zeros[] = " (\".\" \"0\"{1,16})?";
     sy_gbuf_puts(out, "(");
     if (has_b && a == b) {
         sy_gbuf_printf(out, "\"%lld\"%s)", (long long)b, zeros);
@@ -447,7 +448,7 @@ static int gen_number(sy_gjs *c, json_t *s, const char *path, bool integer, sy_g
         sy_gbuf_puts(out, "\"-\" ");
         nonneg_reals(out, -hi.v, hi.open, lo.has, lo.has ? -lo.v : 0, lo.open);
         if (hi.v == 0 && !hi.open)
-            sy_gbuf_puts(out, " | \"0\" (\".\" \"0\"+)?"); /* zero without its sign */
+            sy_gbuf_puts(out, " | \"0\" (\".\" \"0\"{1,16})?"); /* zero without its sign */
     } else {
         sy_gbuf_puts(out, "\"-\" ");
         nonneg_reals(out, 0, false, lo.has, lo.has ? -lo.v : 0, lo.open);

@@ -9,7 +9,7 @@
 
 #include <jansson.h>
 
-#include "core/grammar/grammar_build.h"
+#include "grammar/grammar_build.h"
 
 /* A $ref already given a rule (so recursion refers to it by name). */
 typedef struct sy_gjs_ref {

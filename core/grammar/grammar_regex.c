@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/grammar_build.h"
+#include "grammar/grammar_build.h"
 
 #define REGEX_MAX_REPEAT 1000
 #define REGEX_MAX_DEPTH 128

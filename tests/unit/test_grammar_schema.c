@@ -175,6 +175,17 @@ static void test_scalars(void)
                   (const char *[]){"\"a\"", "\"abcd\"", "\"\\ud83d\"", "\"\\ud83dx\"", NULL});
     expect_schema("{\"type\":\"string\",\"maxLength\":0}", 0, (const char *[]){"\"\"", NULL},
                   (const char *[]){"\"a\"", NULL});
+    /* Digits are bounded, or a random-weight model writes one number until
+     * max_tokens (seen from the server: "score": 8030020002000...). */
+    expect_schema("{\"type\":\"integer\"}", 0, (const char *[]){"1234567890123456", "-1234567890123456", NULL},
+                  (const char *[]){"12345678901234567", NULL});
+    expect_schema("{\"type\":\"number\"}", 0,
+                  (const char *[]){"1234567890123456.1234567890123456", "1e308", "-2.5E-123", NULL},
+                  (const char *[]){"12345678901234567", "1.12345678901234567", "1e1000", NULL});
+    expect_schema("{\"type\":\"integer\",\"minimum\":5}", 0, (const char *[]){"5", "1234567890123456", NULL},
+                  (const char *[]){"12345678901234567", NULL});
+    expect_schema("{\"type\":\"number\",\"minimum\":0}", 0, (const char *[]){"0.1234567890123456", NULL},
+                  (const char *[]){"0.12345678901234567", NULL});
 }
 
 static void test_integer_ranges(void)
