@@ -132,6 +132,22 @@ if "$sy" bench --port "$port" --dataset jsonl --dataset-path "$tmp/p.jsonl" --nu
     "$python" -c 'import json,sys; l=json.load(open(sys.argv[1]))["levels"][0]; sys.exit(not (l["completed"] == 6 and l["total_output"] == 36))' "$tmp/j.json"; then
     ok "jsonl dataset at a request rate"; else bad "jsonl: $(cat "$tmp/j.out" "$tmp/j.err")"; fi
 
+# 4b. --json-schema at --constrained-fraction 0.5: every other request is
+# constrained to one of two short words, so the server ends it after a few
+# tokens while the free ones run to --random-output-len (ignore_eos).
+printf '{"enum": ["yes", "no"]}\n' >"$tmp/schema.json"
+if "$sy" bench --port "$port" --num-prompts 8 --random-input-len 16 --random-output-len 24 --max-concurrency 4 \
+    --json-schema "$tmp/schema.json" --constrained-fraction 0.5 --no-progress --output-json "$tmp/c.json" \
+    >"$tmp/c.out" 2>"$tmp/c.err" &&
+    "$python" -c '
+import json, sys
+d = json.load(open(sys.argv[1])); l = d["levels"][0]
+ok = (l["completed"] == 8 and l["failed"] == 0 and 4 * 24 < l["total_output"] <= 4 * 24 + 4 * 6
+      and d["config"]["constrained_fraction"] == 0.5)
+sys.exit(not ok)' "$tmp/c.json"; then
+    ok "--json-schema --constrained-fraction 0.5: half the requests end by the grammar"; else
+    bad "--json-schema: $(cat "$tmp/c.out" "$tmp/c.err"; cat "$tmp/c.json" 2>/dev/null | head -40)"; fi
+
 # 5. Non-2xx answers: counted as failed, the first error shown, exit 1.
 printf '{"prompt": "Once", "output_len": 100000}\n{"prompt": "The", "output_len": 2}\n' >"$tmp/bad.jsonl"
 "$sy" bench --port "$port" --dataset jsonl --dataset-path "$tmp/bad.jsonl" --num-prompts 4 --no-progress \
