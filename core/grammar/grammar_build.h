@@ -46,10 +46,6 @@ void sy_gcpset_emit(sy_gbuf *b, const sy_gcpset *s);
  */
 void sy_gcpset_emit_json(sy_gbuf *b, const sy_gcpset *s);
 
-/* Decodes one UTF-8 scalar value at s (n > 0 bytes); returns its length, or
- * 0 for invalid UTF-8. */
-size_t sy_gutf8_decode(const char *s, size_t n, uint32_t *cp);
-
 /* Appends a literal matching code point cp as written in a JSON string
  * ("\"" as \", controls as \n or \u00XX, anything else itself). */
 void sy_gjson_cp_literal(sy_gbuf *b, uint32_t cp);

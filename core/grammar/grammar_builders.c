@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "grammar/grammar_build.h"
+#include "util/utf8.h"
 
 /* ------------------------------------------------------------ code-point sets */
 
@@ -167,63 +168,6 @@ void sy_gcpset_emit_json(sy_gbuf *b, const sy_gcpset *s)
 
 /* ------------------------------------------------------------ UTF-8 and JSON characters */
 
-size_t sy_gutf8_decode(const char *str, size_t n, uint32_t *cp)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    if (!n)
-        return 0;
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    size_t len;
-    uint32_t c, min;
-    if ((s[0] & 0xE0) == 0xC0) {
-        len = 2, c = s[0] & 0x1F, min = 0x80;
-    } else if ((s[0] & 0xF0) == 0xE0) {
-        len = 3, c = s[0] & 0x0F, min = 0x800;
-    } else if ((s[0] & 0xF8) == 0xF0) {
-        len = 4, c = s[0] & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        c = (c << 6) | (s[i] & 0x3F);
-    }
-    if (c < min || c > SY_CP_MAX || (c >= 0xD800 && c <= 0xDFFF))
-        return 0;
-    *cp = c;
-    return len;
-}
-
-static size_t utf8_encode(uint32_t cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 void sy_gjson_cp_literal(sy_gbuf *b, uint32_t cp)
 {
     char text[8];
@@ -240,7 +184,7 @@ void sy_gjson_cp_literal(sy_gbuf *b, uint32_t cp)
         if (cp < 0x20)
             n = (size_t)snprintf(text, sizeof text, "\\u%04x", (unsigned)cp);
         else
-            n = utf8_encode(cp, text);
+            n = sy_utf8_encode(cp, text);
     }
     sy_gbuf_literal(b, text, n);
 }
@@ -361,7 +305,7 @@ int sy_gsrc_add_text_until(sy_gsrc *src, const char *name, const char *stop, sy_
     }
     size_t m = 0;
     for (size_t i = 0; i < len;) {
-        size_t k = sy_gutf8_decode(stop + i, len - i, &cps[m]);
+        size_t k = sy_utf8_decode(stop + i, len - i, &cps[m]);
         if (!k) {
             free(cps);
             free(fail);
@@ -405,7 +349,7 @@ int sy_gsrc_add_text_until(sy_gsrc *src, const char *name, const char *stop, sy_
                 continue; /* would complete stop */
             sy_gbuf_puts(&alts, " | ");
             char one[4];
-            sy_gbuf_literal(&alts, one, utf8_encode(c, one));
+            sy_gbuf_literal(&alts, one, sy_utf8_encode(c, one));
             sy_gbuf_printf(&alts, " %s-s%zu", name, next);
         }
         sy_gcpset_complement(&special);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "grammar/grammar_impl.h"
+#include "util/utf8.h"
 
 /* ------------------------------------------------------------ sy_gbuf */
 
@@ -71,64 +72,6 @@ void sy_gbuf_printf(sy_gbuf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-/* Decodes one UTF-8 code point at s[0..n); returns its length, or 0 when
- * the bytes there are not UTF-8 (overlong, surrogate, truncated). */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    if (n == 0)
-        return 0;
-    unsigned c = s[0];
-    size_t len;
-    uint32_t v, min;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    } else if ((c & 0xE0) == 0xC0) {
-        len = 2, v = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-        len = 3, v = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-        len = 4, v = c & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    *cp = v;
-    return len;
-}
-
-static size_t utf8_encode(uint32_t cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* Escapes one code point for GBNF; in_class adds the class metacharacters. */
 static void gbuf_escape_cp(sy_gbuf *b, uint32_t cp, bool in_class)
 {
@@ -154,7 +97,7 @@ static void gbuf_escape_cp(sy_gbuf *b, uint32_t cp, bool in_class)
         return;
     }
     char u[4];
-    sy_gbuf_putn(b, u, utf8_encode(cp, u));
+    sy_gbuf_putn(b, u, sy_utf8_encode(cp, u));
 }
 
 void sy_gbuf_literal(sy_gbuf *b, const char *s, size_t n)
@@ -163,7 +106,7 @@ void sy_gbuf_literal(sy_gbuf *b, const char *s, size_t n)
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        size_t l = utf8_decode(p + i, n - i, &cp);
+        size_t l = sy_utf8_decode(s + i, n - i, &cp);
         if (l == 0) {
             sy_gbuf_printf(b, "\\x%02X", p[i]);
             i++;
@@ -352,17 +295,6 @@ static bool node_add_kid(gparser *ps, gnode *n, gnode *kid)
     return true;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* One character of a literal or class, escapes decoded, as a code point.
  * Returns false (error set) when malformed. */
 static bool parse_char(gparser *ps, uint32_t *cp)
@@ -393,7 +325,7 @@ static bool parse_char(gparser *ps, uint32_t *cp)
         }
         uint32_t v = 0;
         for (int i = 0; i < digits; i++) {
-            int h = ps->p < ps->end ? hexval(*ps->p) : -1;
+            int h = ps->p < ps->end ? sy_hex_digit(*ps->p) : -1;
             if (h < 0) {
                 char what[64];
                 snprintf(what, sizeof what, "%d hex digits after \\%c", digits, e);
@@ -409,7 +341,7 @@ static bool parse_char(gparser *ps, uint32_t *cp)
         *cp = v;
         return true;
     }
-    size_t l = utf8_decode((const unsigned char *)ps->p, (size_t)(ps->end - ps->p), cp);
+    size_t l = sy_utf8_decode(ps->p, (size_t)(ps->end - ps->p), cp);
     if (l == 0)
         return fail(ps, ps->p, "UTF-8 text"), false;
     if (*cp == '\n' || *cp == '\r')
@@ -440,7 +372,7 @@ static gnode *parse_literal(gparser *ps)
                 return gnode_free(n), oom(ps);
             n->text = t;
         }
-        n->n += utf8_encode(cp, n->text + n->n);
+        n->n += sy_utf8_encode(cp, n->text + n->n);
     }
     if (ps->p >= ps->end)
         return gnode_free(n), fail(ps, ps->p, "a closing \" for the literal opened at this rule");

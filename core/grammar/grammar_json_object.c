@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "grammar/grammar_json_schema.h"
+#include "util/utf8.h"
 
 typedef struct prop {
     const char *key;
@@ -42,7 +43,7 @@ static int trie_add(trie **root_children, bool *root_end, const char *key)
     size_t n = strlen(key);
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        size_t k = sy_gutf8_decode(key + i, n - i, &cp);
+        size_t k = sy_utf8_decode(key + i, n - i, &cp);
         if (!k)
             return SY_ERR_INVALID;
         i += k;

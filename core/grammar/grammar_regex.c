@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "grammar/grammar_build.h"
+#include "util/utf8.h"
 
 #define REGEX_MAX_REPEAT 1000
 #define REGEX_MAX_DEPTH 128
@@ -52,7 +53,7 @@ static char rx_peek(const rx *p) { return rx_eof(p) ? '\0' : p->s[p->pos]; }
 /* One code point of the pattern itself (UTF-8). */
 static bool rx_take_cp(rx *p, uint32_t *cp)
 {
-    size_t k = sy_gutf8_decode(p->s + p->pos, p->len - p->pos, cp);
+    size_t k = sy_utf8_decode(p->s + p->pos, p->len - p->pos, cp);
     if (!k) {
         rx_fail(p, "the pattern is not valid UTF-8");
         return false;
@@ -68,13 +69,7 @@ static void emit_cp(rx *p, sy_gbuf *out, uint32_t cp)
         return;
     }
     char utf8[4];
-    uint32_t c = cp;
-    size_t n = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
-    for (size_t i = n; i-- > 1; c >>= 6)
-        utf8[i] = (char)(0x80 | (c & 0x3F));
-    static const unsigned char lead[] = {0, 0, 0xC0, 0xE0, 0xF0};
-    utf8[0] = (char)(n == 1 ? c : (lead[n] | c));
-    sy_gbuf_literal(out, utf8, n);
+    sy_gbuf_literal(out, utf8, sy_utf8_encode(cp, utf8));
 }
 
 static void emit_set(rx *p, sy_gbuf *out, sy_gcpset *set)

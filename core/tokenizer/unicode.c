@@ -12,6 +12,7 @@
 
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/unicode_data.h"
+#include "util/utf8.h"
 
 uint32_t sy__utf8_next(const char *s, size_t n, size_t *adv)
 {
@@ -61,26 +62,7 @@ size_t sy__utf8_put(uint32_t cp, char out[4])
         out[0] = (char)(uint8_t)(cp - 0x110000);
         return 1;
     }
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
+    return sy_utf8_encode(cp, out);
 }
 
 bool sy__utf8_valid(const char *s, size_t n)

@@ -82,6 +82,24 @@ static char *fmt(const char *f, const char *a)
     return s;
 }
 
+/* The literal f with a in it. */
+static void lit_fmt(gb *g, const char *f, const char *a)
+{
+    char *s = fmt(f, a);
+    if (!s) {
+        g->oom = true;
+        return;
+    }
+    lit(g, s);
+    free(s);
+}
+
+/* " mid " and the literal close: what follows an opening literal in every call and pair. */
+static void then(gb *g, const char *mid, const char *close)
+{
+    put(g, " "), put(g, mid), put(g, " "), lit(g, close);
+}
+
 /* Defines tc-tI-args: the tool's arguments object. */
 static int json_args(const sy_tools *t, size_t i, sy_gsrc *src, sy_err *err)
 {
@@ -91,6 +109,94 @@ static int json_args(const sy_tools *t, size_t i, sy_gsrc *src, sy_err *err)
     if (!t->v[i].schema)
         return sy_gsrc_add_json_any(src, name, true, err);
     return sy_gsrc_add_json_schema(src, name, t->v[i].params, path, err);
+}
+
+/*
+ * A string parameter's raw value (GLM and DSML write strings unquoted, up to
+ * the closing tag), held to the keywords of its schema: enum and const as
+ * choices, a pattern anchored at both ends as a full match, minLength /
+ * maxLength as a count of characters other than '<' (so the closing tag
+ * cannot start inside the counted run). What cannot be enforced on raw text
+ * is a 400 naming it, as sy_gsrc_add_json_schema does for JSON.
+ */
+#define TC_RAW_MAX_SPAN 1000 /* as the JSON schema compiler's limit on maxLength - minLength */
+static int raw_string_value(sy_gsrc *src, const char *name, json_t *prop, const char *stop, const char *path,
+                            sy_err *err)
+{
+    static const char *const annotations[] = {"type", "description", "title", "default", "examples", "enum",
+                                              "const", "minLength", "maxLength", "pattern", "$comment", NULL};
+    const char *k;
+    json_t *v;
+    json_object_foreach(prop, k, v)
+    {
+        bool known = false;
+        for (size_t a = 0; annotations[a]; a++)
+            known = known || !strcmp(k, annotations[a]);
+        if (!known)
+            return sy_err_set(err, SY_ERR_INVALID,
+                              "%s.%s: '%s' is not supported by constrained decoding on a string parameter "
+                              "(this model's tool-call format writes string values unquoted)",
+                              path, k, k);
+    }
+    json_t *en = json_object_get(prop, "enum"), *cn = json_object_get(prop, "const");
+    json_t *pat = json_object_get(prop, "pattern");
+    json_t *mn = json_object_get(prop, "minLength"), *mx = json_object_get(prop, "maxLength");
+    if (cn) {
+        if (!json_is_string(cn))
+            return sy_err_set(err, SY_ERR_INVALID, "%s.const: expected a string for a string parameter", path);
+        const char *one = json_string_value(cn);
+        return sy_gsrc_add_choice(src, name, &one, 1, err);
+    }
+    if (json_is_array(en) && json_array_size(en)) {
+        size_t n = json_array_size(en), m = 0;
+        const char **ch = calloc(n, sizeof *ch);
+        if (!ch)
+            return sy_err_set(err, SY_ERR_NOMEM, "%s: out of memory", path);
+        for (size_t e = 0; e < n; e++)
+            if (json_is_string(json_array_get(en, e)))
+                ch[m++] = json_string_value(json_array_get(en, e));
+        int rc = m ? sy_gsrc_add_choice(src, name, ch, m, err)
+                   : sy_err_set(err, SY_ERR_INVALID, "%s.enum: no string among the values of a string parameter", path);
+        free(ch);
+        return rc;
+    }
+    if (pat && (mn || mx))
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "%s.pattern: 'pattern' together with minLength/maxLength is not supported by constrained "
+                          "decoding on a string parameter of this model's tool-call format",
+                          path);
+    if (pat) {
+        const char *re = json_is_string(pat) ? json_string_value(pat) : NULL;
+        size_t n = re ? strlen(re) : 0;
+        if (!re || n < 2 || re[0] != '^' || re[n - 1] != '$' || (n >= 3 && re[n - 2] == '\\'))
+            return sy_err_set(err, SY_ERR_INVALID,
+                              "%s.pattern: only a pattern anchored at both ends (^...$) is supported by constrained "
+                              "decoding on a string parameter of this model's tool-call format",
+                              path);
+        char ppath[300];
+        snprintf(ppath, sizeof ppath, "%s.pattern", path);
+        return sy_gsrc_add_regex(src, name, re, ppath, err);
+    }
+    if (mn || mx) {
+        if ((mn && (!json_is_integer(mn) || json_integer_value(mn) < 0)) ||
+            (mx && (!json_is_integer(mx) || json_integer_value(mx) < 0)))
+            return sy_err_set(err, SY_ERR_INVALID, "%s.%s: expected a non-negative integer", path,
+                              mn && !(json_is_integer(mn) && json_integer_value(mn) >= 0) ? "minLength" : "maxLength");
+        long long lo = mn ? json_integer_value(mn) : 0, hi = mx ? json_integer_value(mx) : -1;
+        if (hi >= 0 && hi < lo)
+            return sy_err_set(err, SY_ERR_INVALID, "%s: maxLength %lld is below minLength %lld", path, hi, lo);
+        if ((hi >= 0 ? hi : lo) - lo > TC_RAW_MAX_SPAN || lo > TC_RAW_MAX_SPAN)
+            return sy_err_set(err, SY_ERR_INVALID,
+                              "%s.maxLength: a span over %d characters is not supported by constrained decoding",
+                              path, TC_RAW_MAX_SPAN);
+        char rule[256];
+        if (hi >= 0)
+            snprintf(rule, sizeof rule, "%s ::= [^<]{%lld,%lld}\n", name, lo, hi);
+        else
+            snprintf(rule, sizeof rule, "%s ::= [^<]{%lld,}\n", name, lo);
+        return sy_gsrc_add_gbnf(src, rule, path, err);
+    }
+    return sy_gsrc_add_text_until(src, name, stop, err);
 }
 
 /* GLM / DSML: one raw value rule per declared parameter, tc-tI-vJ. */
@@ -107,22 +213,7 @@ static int kv_values(const sy_tools *t, size_t i, sy_gsrc *src, const char *stop
         snprintf(path, sizeof path, "tools[%zu].function.parameters.properties.%s", i, key);
         int rc;
         if (tc_tools_param_type(t, t->v[i].name, key) == TC_V_STRING) {
-            json_t *en = json_object_get(prop, "enum");
-            if (json_is_array(en) && json_array_size(en)) {
-                /* the raw text is one of the strings */
-                size_t n = json_array_size(en);
-                const char **ch = calloc(n, sizeof *ch);
-                if (!ch)
-                    return sy_err_set(err, SY_ERR_NOMEM, "%s: out of memory", path);
-                size_t m = 0;
-                for (size_t k = 0; k < n; k++)
-                    if (json_is_string(json_array_get(en, k)))
-                        ch[m++] = json_string_value(json_array_get(en, k));
-                rc = m ? sy_gsrc_add_choice(src, name, ch, m, err) : sy_gsrc_add_text_until(src, name, stop, err);
-                free(ch);
-            } else {
-                rc = sy_gsrc_add_text_until(src, name, stop, err);
-            }
+            rc = raw_string_value(src, name, prop, stop, path, err);
         } else {
             char *s = json_dumps(prop, JSON_COMPACT | JSON_PRESERVE_ORDER);
             if (!s)
@@ -180,31 +271,22 @@ static void kv_body(gb *g, const sy_tools *t, size_t i, kv_fn kv, const char *fr
 static void glm45_kv(gb *g, const char *key, const char *vr, bool s)
 {
     (void)s;
-    char *k = fmt("<arg_key>%s</arg_key>\n<arg_value>", key);
-    if (k)
-        lit(g, k);
-    free(k);
-    put(g, " "), put(g, vr), put(g, " "), lit(g, "</arg_value>\n");
+    lit_fmt(g, "<arg_key>%s</arg_key>\n<arg_value>", key);
+    then(g, vr, "</arg_value>\n");
 }
 
 static void glm47_kv(gb *g, const char *key, const char *vr, bool s)
 {
     (void)s;
-    char *k = fmt("<arg_key>%s</arg_key><arg_value>", key);
-    if (k)
-        lit(g, k);
-    free(k);
-    put(g, " "), put(g, vr), put(g, " "), lit(g, "</arg_value>");
+    lit_fmt(g, "<arg_key>%s</arg_key><arg_value>", key);
+    then(g, vr, "</arg_value>");
 }
 
 static void dsml_kv(gb *g, const char *key, const char *vr, bool s)
 {
-    char *k = fmt(s ? "<｜DSML｜parameter name=\"%s\" string=\"true\">" : "<｜DSML｜parameter name=\"%s\" string=\"false\">",
-                  key);
-    if (k)
-        lit(g, k);
-    free(k);
-    put(g, " "), put(g, vr), put(g, " "), lit(g, "</｜DSML｜parameter>\n");
+    lit_fmt(g, s ? "<｜DSML｜parameter name=\"%s\" string=\"true\">" : "<｜DSML｜parameter name=\"%s\" string=\"false\">",
+            key);
+    then(g, vr, "</｜DSML｜parameter>\n");
 }
 
 /* One call of tool i as the family writes it (rule tc-cI). */
@@ -214,77 +296,63 @@ static void call_rule(gb *g, const sy_tool_family *f, const sy_tools *t, size_t 
     snprintf(r, sizeof r, "tc-c%zu", i);
     snprintf(args, sizeof args, "tc-t%zu-args", i);
     const char *nm = t->v[i].name;
-    char *s = NULL;
     rule(g, r);
     switch (f->kind) {
     case TC_GLM45:
-        s = fmt("<tool_call>%s\n", nm);
-        lit(g, s ? s : "");
+        lit_fmt(g, "<tool_call>%s\n", nm);
         put(g, " ");
         kv_body(g, t, i, glm45_kv, "\"<arg_key>\" tc-key \"</arg_key>\" \"\\n\" \"<arg_value>\" tc-val \"</arg_value>\" \"\\n\"");
         lit(g, "</tool_call>");
         break;
     case TC_GLM47:
-        s = fmt("<tool_call>%s", nm);
-        lit(g, s ? s : "");
+        lit_fmt(g, "<tool_call>%s", nm);
         put(g, " ");
         kv_body(g, t, i, glm47_kv, "\"<arg_key>\" tc-key \"</arg_key>\" \"<arg_value>\" tc-val \"</arg_value>\"");
         lit(g, "</tool_call>");
         break;
     case TC_DEEPSEEK_V32:
-        s = fmt("<｜DSML｜invoke name=\"%s\">\n", nm);
-        lit(g, s ? s : "");
+        lit_fmt(g, "<｜DSML｜invoke name=\"%s\">\n", nm);
         put(g, " ");
         kv_body(g, t, i, dsml_kv,
                 "\"<｜DSML｜parameter name=\\\"\" tc-key \"\\\" string=\\\"true\\\">\" tc-val \"</｜DSML｜parameter>\\n\"");
         lit(g, "</｜DSML｜invoke>\n");
         break;
     case TC_DEEPSEEK_V3:
-        s = fmt("<｜tool▁call▁begin｜>function<｜tool▁sep｜>%s\n```json\n", nm);
-        lit(g, s ? s : "");
-        put(g, " "), put(g, args), put(g, " "), lit(g, "\n```<｜tool▁call▁end｜>");
+        lit_fmt(g, "<｜tool▁call▁begin｜>function<｜tool▁sep｜>%s\n```json\n", nm);
+        then(g, args, "\n```<｜tool▁call▁end｜>");
         break;
     case TC_DEEPSEEK_V31:
-        s = fmt("<｜tool▁call▁begin｜>%s<｜tool▁sep｜>", nm);
-        lit(g, s ? s : "");
-        put(g, " "), put(g, args), put(g, " "), lit(g, "<｜tool▁call▁end｜>");
+        lit_fmt(g, "<｜tool▁call▁begin｜>%s<｜tool▁sep｜>", nm);
+        then(g, args, "<｜tool▁call▁end｜>");
         break;
     case TC_HERMES:
-        s = fmt("<tool_call>\n{\"name\": \"%s\", \"arguments\": ", nm);
-        lit(g, s ? s : "");
-        put(g, " "), put(g, args), put(g, " "), lit(g, "}\n</tool_call>");
+        lit_fmt(g, "<tool_call>\n{\"name\": \"%s\", \"arguments\": ", nm);
+        then(g, args, "}\n</tool_call>");
         break;
     case TC_LLAMA3_JSON:
-        s = fmt("{\"name\": \"%s\", \"parameters\": ", nm);
-        lit(g, s ? s : "");
-        put(g, " "), put(g, args), put(g, " "), lit(g, "}");
+        lit_fmt(g, "{\"name\": \"%s\", \"parameters\": ", nm);
+        then(g, args, "}");
         break;
     case TC_MISTRAL:
         /* the array object; the [ARGS] form is tc-nI */
-        s = fmt("{\"name\": \"%s\", \"arguments\": ", nm);
-        lit(g, s ? s : "");
-        put(g, " "), put(g, args), put(g, " "), lit(g, "}");
+        lit_fmt(g, "{\"name\": \"%s\", \"arguments\": ", nm);
+        then(g, args, "}");
         put(g, "\n");
-        free(s);
         snprintf(r, sizeof r, "tc-n%zu", i);
         rule(g, r);
-        s = fmt("%s[ARGS]", nm);
-        lit(g, s ? s : "");
+        lit_fmt(g, "%s[ARGS]", nm);
         put(g, " "), put(g, args);
         break;
     case TC_KIMI_K2:
-        s = fmt("<|tool_call_begin|>functions.%s:", nm);
-        lit(g, s ? s : "");
-        put(g, " [0-9] [0-9]? [0-9]? "), lit(g, "<|tool_call_argument_begin|>");
-        put(g, " "), put(g, args), put(g, " "), lit(g, "<|tool_call_end|>");
+        lit_fmt(g, "<|tool_call_begin|>functions.%s:", nm);
+        then(g, "[0-9] [0-9]? [0-9]?", "<|tool_call_argument_begin|>");
+        then(g, args, "<|tool_call_end|>");
         break;
     case TC_HARMONY:
-        s = fmt("<|channel|>commentary to=functions.%s <|constrain|>json<|message|>", nm);
-        lit(g, s ? s : "");
-        put(g, " "), put(g, args), put(g, " "), lit(g, "<|call|>");
+        lit_fmt(g, "<|channel|>commentary to=functions.%s <|constrain|>json<|message|>", nm);
+        then(g, args, "<|call|>");
         break;
     }
-    free(s);
     put(g, "\n");
 }
 

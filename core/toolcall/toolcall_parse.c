@@ -107,6 +107,39 @@ static void to_text(sy_tool_parser *p)
     p->skip_ws = true;
 }
 
+/* Goes to state s, which reads into b afresh. */
+static void enter(sy_tool_parser *p, sy_buf *b, tc_state s)
+{
+    b->len = 0;
+    p->s = s;
+}
+
+/* The markup ended inside a call's key/value arguments. */
+static void close_to_text(sy_tool_parser *p)
+{
+    tc_args_close_kv(p);
+    to_text(p);
+}
+
+/* Where a DeepSeek call begins: V3 writes a type before the name, V3.1 only the name. */
+static tc_state ds_call_state(const sy_tool_parser *p)
+{
+    return p->f->kind == TC_DEEPSEEK_V3 ? S_D_TYPE : S_D_NAME;
+}
+
+/* Between calls: marker 0 opens the next one (state next, reading into b), any other ends the calls. */
+static bool between_calls(sy_tool_parser *p, const char *const *m, sy_buf *b, tc_state next, bool eof)
+{
+    int h = scan(p, m, K_DROP, eof);
+    if (h < 0)
+        return false;
+    if (h == 0)
+        enter(p, b, next);
+    else
+        to_text(p);
+    return true;
+}
+
 /* ------------------------------------------------------------ names and headers */
 
 static void begin_named(sy_tool_parser *p, sy_buf *nb, const char *id, size_t id_len)
@@ -217,6 +250,19 @@ static void dsml_param(sy_tool_parser *p)
     glm_value_start(p, vt, true);
 }
 
+static void dsml_invoke(sy_tool_parser *p)
+{
+    header_attr(p, cstr(p, &p->hdr), "name", &p->name);
+    begin_named(p, &p->name, NULL, 0);
+}
+
+/* A raw value ended: back to the arguments of its call. */
+static void value_done(sy_tool_parser *p)
+{
+    tc_value_end(p);
+    p->s = p->val_is_dsml ? S_M_PARAMS : S_G_ARGS;
+}
+
 /* ------------------------------------------------------------ the families' states */
 
 static const char *const M_GLM_START[] = {"<tool_call>", NULL};
@@ -276,23 +322,19 @@ static void text_hit(sy_tool_parser *p, int hit)
     p->ws.len = 0;
     switch (p->f->kind) {
     case TC_GLM45:
-    case TC_GLM47:
-        p->name.len = 0;
-        p->s = S_G_NAME;
-        break;
+    case TC_GLM47: enter(p, &p->name, S_G_NAME); break;
     case TC_HERMES: tc_wrapper_begin(p, S_H_POST); break;
     case TC_DEEPSEEK_V3:
     case TC_DEEPSEEK_V31:
-        p->name.len = 0;
-        p->s = hit == 0 ? S_D_CALLS : p->f->kind == TC_DEEPSEEK_V3 ? S_D_TYPE : S_D_NAME;
+        if (hit == 0)
+            enter(p, &p->name, S_D_CALLS);
+        else
+            enter(p, &p->name, ds_call_state(p));
         break;
     case TC_DEEPSEEK_V32: p->s = S_M_CALLS; break;
     case TC_LLAMA3_JSON: p->s = S_L_CALLS; break;
     case TC_MISTRAL: p->s = S_MI_AFTER; break;
-    case TC_KIMI_K2:
-        p->id.len = 0;
-        p->s = hit == 2 ? S_K_HEAD : S_K_CALLS;
-        break;
+    case TC_KIMI_K2: enter(p, &p->id, hit == 2 ? S_K_HEAD : S_K_CALLS); break;
     case TC_HARMONY:
         p->hdr.len = 0;
         if (hit == 1)
@@ -387,40 +429,27 @@ static bool step_once(sy_tool_parser *p, bool eof)
     case S_JSON: return tc_run_json(p);
     /* GLM */
     case S_G_NAME:
-        h = scan(p, M_GLM_NAME, K_NAME, eof);
+    case S_G_ARGS: {
+        bool naming = p->s == S_G_NAME;
+        h = scan(p, M_GLM_NAME, naming ? K_NAME : K_DROP, eof);
         if (h < 0)
             return false;
-        begin_named(p, &p->name, NULL, 0);
-        if (h == 0) {
-            p->key.len = 0;
-            p->s = S_G_KEY;
-        } else {
-            tc_args_close_kv(p);
-            to_text(p);
-        }
+        if (naming)
+            begin_named(p, &p->name, NULL, 0);
+        if (h == 0)
+            enter(p, &p->key, S_G_KEY);
+        else
+            close_to_text(p);
         return true;
-    case S_G_ARGS:
-        h = scan(p, M_GLM_NAME, K_DROP, eof);
-        if (h < 0)
-            return false;
-        if (h == 0) {
-            p->key.len = 0;
-            p->s = S_G_KEY;
-        } else {
-            tc_args_close_kv(p);
-            to_text(p);
-        }
-        return true;
+    }
     case S_G_KEY:
         h = scan(p, M_GLM_KEY, K_KEY, eof);
         if (h < 0)
             return false;
-        if (h == 0) {
+        if (h == 0)
             p->s = S_G_PREVAL;
-        } else {
-            tc_args_close_kv(p);
-            to_text(p);
-        }
+        else
+            close_to_text(p);
         return true;
     case S_G_PREVAL:
         h = scan(p, M_GLM_PREVAL, K_DROP, eof);
@@ -435,33 +464,20 @@ static bool step_once(sy_tool_parser *p, bool eof)
             kb[kn] = 0;
             glm_value_start(p, tc_tools_param_type(p->tools, cstr(p, &p->name), kb), false);
         } else if (h == 1) {
-            tc_args_close_kv(p);
-            to_text(p);
+            close_to_text(p);
         } else {
-            p->key.len = 0;
-            p->s = S_G_KEY;
+            enter(p, &p->key, S_G_KEY);
         }
         return true;
     case S_VAL_STR:
     case S_VAL_RAW:
-        h = scan(p, p->val_is_dsml ? M_DSML_VAL : M_GLM_VAL, K_VAL, eof);
-        if (h < 0)
+        if (scan(p, p->val_is_dsml ? M_DSML_VAL : M_GLM_VAL, K_VAL, eof) < 0)
             return false;
-        tc_value_end(p);
-        p->s = p->val_is_dsml ? S_M_PARAMS : S_G_ARGS;
+        value_done(p);
         return true;
     /* DeepSeek V3 / V3.1 */
     case S_D_CALLS:
-        h = scan(p, M_DS_CALLS, K_DROP, eof);
-        if (h < 0)
-            return false;
-        if (h == 0) {
-            p->name.len = 0;
-            p->s = p->f->kind == TC_DEEPSEEK_V3 ? S_D_TYPE : S_D_NAME;
-        } else {
-            to_text(p);
-        }
-        return true;
+        return between_calls(p, M_DS_CALLS, &p->name, ds_call_state(p), eof);
     case S_D_TYPE:
         if (scan(p, M_DS_SEP, K_DROP, eof) < 0)
             return false;
@@ -500,27 +516,15 @@ static bool step_once(sy_tool_parser *p, bool eof)
         } else if (h == 1) {
             to_text(p);
         } else {
-            p->name.len = 0;
-            p->s = p->f->kind == TC_DEEPSEEK_V3 ? S_D_TYPE : S_D_NAME;
+            enter(p, &p->name, ds_call_state(p));
         }
         return true;
     /* DeepSeek V3.2 */
-    case S_M_CALLS:
-        h = scan(p, M_DSML_CALLS, K_DROP, eof);
-        if (h < 0)
-            return false;
-        if (h == 0) {
-            p->hdr.len = 0;
-            p->s = S_M_INVOKE;
-        } else {
-            to_text(p);
-        }
-        return true;
+    case S_M_CALLS: return between_calls(p, M_DSML_CALLS, &p->hdr, S_M_INVOKE, eof);
     case S_M_INVOKE:
         if (scan(p, M_GT, K_HDR, eof) < 0)
             return false;
-        header_attr(p, cstr(p, &p->hdr), "name", &p->name);
-        begin_named(p, &p->name, NULL, 0);
+        dsml_invoke(p);
         p->s = S_M_PARAMS;
         return true;
     case S_M_PARAMS:
@@ -528,8 +532,7 @@ static bool step_once(sy_tool_parser *p, bool eof)
         if (h < 0)
             return false;
         if (h == 0) {
-            p->hdr.len = 0;
-            p->s = S_M_PARAM;
+            enter(p, &p->hdr, S_M_PARAM);
         } else {
             tc_args_close_kv(p);
             if (h == 1)
@@ -632,17 +635,7 @@ static bool step_once(sy_tool_parser *p, bool eof)
         return true;
     }
     /* Kimi */
-    case S_K_CALLS:
-        h = scan(p, M_KIMI_CALLS, K_DROP, eof);
-        if (h < 0)
-            return false;
-        if (h == 0) {
-            p->id.len = 0;
-            p->s = S_K_HEAD;
-        } else {
-            to_text(p);
-        }
-        return true;
+    case S_K_CALLS: return between_calls(p, M_KIMI_CALLS, &p->id, S_K_HEAD, eof);
     case S_K_HEAD:
         if (scan(p, M_KIMI_HEAD, K_ID, eof) < 0)
             return false;
@@ -656,8 +649,7 @@ static bool step_once(sy_tool_parser *p, bool eof)
         if (h == 0) {
             p->s = S_K_CALLS;
         } else if (h == 3) {
-            p->id.len = 0;
-            p->s = S_K_HEAD;
+            enter(p, &p->id, S_K_HEAD);
         } else {
             to_text(p);
         }
@@ -673,12 +665,10 @@ static bool step_once(sy_tool_parser *p, bool eof)
         h = scan(p, M_HA_END, p->s == S_HA_POST ? K_DROP : p->body ? K_REASONING : K_CONTENT, eof);
         if (h < 0)
             return false;
-        if (h == 3) {
-            p->hdr.len = 0;
-            p->s = S_HA_HDR;
-        } else {
+        if (h == 3)
+            enter(p, &p->hdr, S_HA_HDR);
+        else
             p->s = S_TEXT;
-        }
         return true;
     }
     return false;
@@ -710,8 +700,7 @@ static void finish(sy_tool_parser *p)
         tc_call_args_str(p, "{}");
         break;
     case S_M_INVOKE:
-        header_attr(p, cstr(p, &p->hdr), "name", &p->name);
-        begin_named(p, &p->name, NULL, 0);
+        dsml_invoke(p);
         tc_call_args_str(p, "{}");
         break;
     case S_K_HEAD:
@@ -753,8 +742,7 @@ static void interrupt(sy_tool_parser *p, const char *text, size_t len)
             return;
         to_sink(p, K_VAL, p->in.p, p->in.len);
         p->in.len = 0;
-        tc_value_end(p);
-        p->s = p->val_is_dsml ? S_M_PARAMS : S_G_ARGS;
+        value_done(p);
     }
 }
 

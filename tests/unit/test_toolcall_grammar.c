@@ -117,6 +117,65 @@ static const gcase CASES[] = {
      "<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"query\": true}<|call|>"},
 };
 
+/* GLM writes string values unquoted: the grammar still holds them to the
+ * schema's maxLength, const and anchored pattern (a forced call once ran a
+ * maxLength-8 city to max_tokens), and refuses what raw text cannot hold. */
+static void raw_accepts(const char *params, const char *value, bool want)
+{
+    char tj[1024], text[512];
+    snprintf(tj, sizeof tj, "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+             "\"properties\":{\"a\":%s},\"required\":[\"a\"]}}}]", params);
+    snprintf(text, sizeof text, "<tool_call>f<arg_key>a</arg_key><arg_value>%s</arg_value></tool_call>", value);
+    sy_tools *t = NULL;
+    sy_err err = {{0}};
+    CHECK(sy_tools_parse(tj, &t, &err) == SY_OK);
+    sy_gsrc *src = sy_gsrc_new();
+    sy_grammar *g = NULL;
+    CHECK(sy_tool_family_grammar(sy_tool_family_by_name("glm47"), t, NULL, false, src, &err) == SY_OK);
+    CHECK(sy_grammar_compile(src, "root", &g, &err) == SY_OK);
+    bool got = g && sy_grammar_accepts(g, text, strlen(text));
+    CHECK(got == want);
+    if (got != want)
+        fprintf(stderr, "  %s with %s: expected %s\n", value, params, want ? "accepted" : "rejected");
+    sy_grammar_free(g);
+    sy_gsrc_free(src);
+    sy_tools_free(t);
+}
+
+static void raw_refused(const char *params, const char *what)
+{
+    char tj[1024];
+    snprintf(tj, sizeof tj, "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+             "\"properties\":{\"a\":%s}}}}]", params);
+    sy_tools *t = NULL;
+    sy_err err = {{0}};
+    CHECK(sy_tools_parse(tj, &t, &err) == SY_OK);
+    sy_gsrc *src = sy_gsrc_new();
+    CHECK(sy_tool_family_grammar(sy_tool_family_by_name("glm47"), t, NULL, false, src, &err) == SY_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "tools[0].function.parameters.properties.a");
+    CHECK_CONTAINS(err.msg, what);
+    sy_gsrc_free(src);
+    sy_tools_free(t);
+}
+
+static void test_raw_strings(void)
+{
+    const char *len = "{\"type\":\"string\",\"minLength\":2,\"maxLength\":4}";
+    raw_accepts(len, "ab", true);
+    raw_accepts(len, "\xe6\x9d\xb1\xe4\xba\xac\xe9\x83\xbd", true); /* three characters */
+    raw_accepts(len, "abcd", true);
+    raw_accepts(len, "a", false);
+    raw_accepts(len, "abcde", false);
+    raw_accepts("{\"type\":\"string\",\"const\":\"x y\"}", "x y", true);
+    raw_accepts("{\"type\":\"string\",\"const\":\"x y\"}", "x", false);
+    raw_accepts("{\"type\":\"string\",\"pattern\":\"^[0-9]{2}-[a-z]+$\"}", "12-ab", true);
+    raw_accepts("{\"type\":\"string\",\"pattern\":\"^[0-9]{2}-[a-z]+$\"}", "1-ab", false);
+    raw_accepts("{\"type\":\"string\",\"description\":\"free\"}", "any <b>text</b>", true);
+    raw_refused("{\"type\":\"string\",\"pattern\":\"[0-9]\"}", "pattern");
+    raw_refused("{\"type\":\"string\",\"format\":\"date\"}", "format");
+    raw_refused("{\"type\":\"string\",\"maxLength\":5000}", "maxLength");
+}
+
 static void parse_back(const gcase *c, const sy_tools *tools)
 {
     sy_tool_parser *p;
@@ -263,6 +322,7 @@ int main(void)
         sy_gsrc_free(src);
     }
     sy_tools_free(bad);
+    test_raw_strings();
     sy_tools_free(tools);
     return sy_test_done("test_toolcall_grammar");
 }

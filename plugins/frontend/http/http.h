@@ -234,6 +234,21 @@ const char *http_model_name(http_server *s, sy_model_info *mi);
 const char *http_err_param(const char *msg, char *out, size_t cap);
 /* Parses a JSON object body; answers 400 and returns NULL when it is not one. */
 json_t *http_parse_body(http_stream *st);
+/* How an API shapes the errors of a request the host cannot take (OpenAI's
+ * and Anthropic's differ in status, type and code; the messages are shared). */
+typedef struct http_api_errors {
+    const char *not_ready_type, *not_ready_code; /* 503 while loading or draining */
+    int busy_status;                             /* queue full: 429, or Anthropic's 529 "overloaded" */
+    const char *busy_type, *busy_code;
+    const char *server_type; /* any other failure: 500, or 503 when out of memory */
+    int invalid_param;       /* a 400's param is the field path the host's message starts with */
+} http_api_errors;
+/* Loading or draining: a 503 with Retry-After, which clients and load balancers retry. */
+void http_respond_not_ready(http_stream *st, const http_api_errors *how);
+/* Answers the failure rc (message err) of sy_host_api.submit. */
+void http_respond_submit_error(http_stream *st, int rc, const sy_err *err, const http_api_errors *how);
+/* The host is ready and the body is a JSON object: returns it; otherwise answers and returns NULL. */
+json_t *http_ready_body(http_stream *st, const http_api_errors *how);
 
 /* http_openai.c */
 void http_openai_handle(http_stream *st, int chat);

@@ -751,13 +751,13 @@ static void check_top_level(anth_req *r)
     check_cache_control(r, r->root, "");
 }
 
-/* Loading or draining: 503 with Retry-After, which the SDK retries. */
-static void respond_not_ready(http_stream *st)
-{
-    st->retry_after = 5;
-    http_respond_error(st, 503, "overloaded_error", NULL, NULL,
-                       "the server is not ready (the model is loading, or the server is shutting down)");
-}
+/* Anthropic's error types; "overloaded" (529) is what its SDK retries when the queue is full. */
+static const http_api_errors anth_errors = {
+    .not_ready_type = "overloaded_error",
+    .busy_status = 529,
+    .busy_type = "overloaded_error",
+    .server_type = "api_error",
+};
 
 static void check_model(anth_req *r, const char *served, const sy_model_info *mi)
 {
@@ -836,21 +836,7 @@ static void submit(anth_req *r, const char *model)
         job->loop->live_jobs++;
         return;
     }
-    if (rc == SY_ERR_UNAVAILABLE && s->api->ready && !s->api->ready(s->host->ctx)) {
-        respond_not_ready(st);
-    } else if (rc == SY_ERR_UNAVAILABLE) {
-        /* Anthropic's "overloaded" (529), which its SDK retries. */
-        st->retry_after = 1;
-        http_respond_error(st, 529, "overloaded_error", NULL, NULL,
-                           "the server is busy (waiting queue full); retry later%s%s", err.msg[0] ? ": " : "",
-                           err.msg);
-    } else if (rc == SY_ERR_INVALID) {
-        http_respond_error(st, 400, "invalid_request_error", NULL, NULL, "%s",
-                           err.msg[0] ? err.msg : "invalid request");
-    } else {
-        http_respond_error(st, rc == SY_ERR_NOMEM ? 503 : 500, "api_error", NULL, NULL, "submit: %s: %s",
-                           sy_status_str(rc), err.msg);
-    }
+    http_respond_submit_error(st, rc, &err, &anth_errors);
     http_job_detach(job);
 }
 
@@ -862,11 +848,7 @@ static void handle(http_stream *st, int count_only)
     r.st = st;
     r.count_only = count_only;
     r.req.struct_size = sizeof r.req;
-    if (s->api->ready && !s->api->ready(s->host->ctx)) {
-        respond_not_ready(st);
-        return;
-    }
-    r.root = http_parse_body(st);
+    r.root = http_ready_body(st, &anth_errors);
     if (!r.root)
         return;
     r.msgs = json_array();

@@ -60,6 +60,18 @@ void oai_check_keys(oai_req *r, json_t *obj, const char *path, const char *const
     }
 }
 
+int oai_valid_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > 64)
+        return 0;
+    for (const char *c = s; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+              *c == '-'))
+            return 0;
+    return 1;
+}
+
 static void get_bool(oai_req *r, const char *key, int *out)
 {
     json_t *v = oai_field(r, key);
@@ -330,13 +342,15 @@ static void parse_fields(oai_req *r, const sy_model_info *mi)
         q->reasoning = 1;
 }
 
-/* Loading or draining: a 503 with Retry-After, which clients and load balancers retry. */
-static void respond_not_ready(http_stream *st)
-{
-    st->retry_after = 5;
-    http_respond_error(st, 503, "server_error", NULL, "not_ready",
-                       "the server is not ready (the model is loading, or the server is shutting down)");
-}
+static const http_api_errors oai_errors = {
+    .not_ready_type = "server_error",
+    .not_ready_code = "not_ready",
+    .busy_status = 429,
+    .busy_type = "rate_limit_error",
+    .busy_code = "queue_full",
+    .server_type = "server_error",
+    .invalid_param = 1,
+};
 
 static int submit_all(oai_req *r, http_job *job)
 {
@@ -357,22 +371,7 @@ static int submit_all(oai_req *r, http_job *job)
             continue;
         }
         http_job_cancel_all(job);
-        http_stream *st = r->st;
-        if (rc == SY_ERR_UNAVAILABLE && s->api->ready && !s->api->ready(s->host->ctx)) {
-            respond_not_ready(st); /* the drain (or a reload) began after the check in http_openai_handle */
-        } else if (rc == SY_ERR_UNAVAILABLE) {
-            st->retry_after = 1;
-            http_respond_error(st, 429, "rate_limit_error", NULL, "queue_full",
-                               "the server is busy (waiting queue full); retry later%s%s", err.msg[0] ? ": " : "",
-                               err.msg);
-        } else if (rc == SY_ERR_INVALID) {
-            char param[256];
-            http_respond_error(st, 400, "invalid_request_error", http_err_param(err.msg, param, sizeof param), NULL,
-                               "%s", err.msg[0] ? err.msg : "invalid request");
-        } else {
-            http_respond_error(st, rc == SY_ERR_NOMEM ? 503 : 500, "server_error", NULL, NULL, "submit: %s: %s",
-                               sy_status_str(rc), err.msg);
-        }
+        http_respond_submit_error(r->st, rc, &err, &oai_errors);
         http_job_detach(job);
         return -1;
     }
@@ -387,11 +386,7 @@ void http_openai_handle(http_stream *st, int chat)
     r.st = st;
     r.chat = chat;
     r.req.struct_size = sizeof r.req;
-    if (s->api->ready && !s->api->ready(s->host->ctx)) {
-        respond_not_ready(st);
-        return;
-    }
-    r.root = http_parse_body(st);
+    r.root = http_ready_body(st, &oai_errors);
     if (!r.root)
         return;
     sy_model_info mi;

@@ -49,6 +49,8 @@ void oai_path(char *out, const char *fmt, ...) SY__PRINTF(2, 3);
 json_t *oai_field(oai_req *r, const char *key);
 /* Every key of obj (at path, "" for the body) must be in allowed (NULL-terminated): else 400 "unknown field". */
 void oai_check_keys(oai_req *r, json_t *obj, const char *path, const char *const *allowed);
+/* OpenAI's rule for function and json_schema names: 1-64 of a-z A-Z 0-9 _ -. */
+int oai_valid_name(const char *s);
 
 /* http_openai_fields.c: the strict table (unknown and refused fields), the
  * ignored-by-definition fields' shapes, logit_bias. */

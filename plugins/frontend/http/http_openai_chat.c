@@ -17,19 +17,6 @@
 
 #define MAX_PENDING 128 /* tool calls of one assistant message awaiting their answers */
 
-/* OpenAI's rule for function names. */
-static int valid_name(const char *s)
-{
-    size_t n = strlen(s);
-    if (n < 1 || n > 64)
-        return 0;
-    for (const char *c = s; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
-              *c == '-'))
-            return 0;
-    return 1;
-}
-
 static void need_string(oai_req *r, json_t *obj, const char *key, const char *path, int required)
 {
     json_t *v = json_object_get(obj, key);
@@ -290,7 +277,7 @@ static void check_tool(oai_req *r, json_t *t, size_t i)
     need_string(r, fn, "description", fp, 0);
     if (r->failed)
         return;
-    if (!valid_name(json_string_value(json_object_get(fn, "name")))) {
+    if (!oai_valid_name(json_string_value(json_object_get(fn, "name")))) {
         oai_bad(r, np, "'%s' must match [a-zA-Z0-9_-]{1,64}", np);
         return;
     }

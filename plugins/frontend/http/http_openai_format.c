@@ -102,18 +102,6 @@ static void choice(oai_req *r, found *f, json_t *v, const char *path)
     set(r, f, SY_CONSTRAINT_CHOICE, path, dump(r, v));
 }
 
-static int valid_schema_name(const char *s)
-{
-    size_t n = strlen(s);
-    if (n < 1 || n > 64)
-        return 0;
-    for (const char *c = s; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
-              *c == '-'))
-            return 0;
-    return 1;
-}
-
 static void response_format(oai_req *r, found *f)
 {
     json_t *rf = oai_field(r, "response_format");
@@ -159,7 +147,7 @@ static void response_format(oai_req *r, found *f)
     json_t *desc = json_object_get(js, "description"), *sch = json_object_get(js, "schema");
     if (!json_is_string(name))
         oai_bad(r, "response_format.json_schema.name", name ? "'%s' must be a string" : "'%s' is required", NULL);
-    else if (!valid_schema_name(json_string_value(name)))
+    else if (!oai_valid_name(json_string_value(name)))
         oai_bad(r, "response_format.json_schema.name", "'%s' must match [a-zA-Z0-9_-]{1,64}", NULL);
     else if (strict && !json_is_null(strict) && !json_is_boolean(strict))
         oai_bad(r, "response_format.json_schema.strict", "'%s' must be a boolean", NULL);

@@ -79,6 +79,44 @@ json_t *http_parse_body(http_stream *st)
     return root;
 }
 
+void http_respond_not_ready(http_stream *st, const http_api_errors *how)
+{
+    st->retry_after = 5;
+    http_respond_error(st, 503, how->not_ready_type, NULL, how->not_ready_code,
+                       "the server is not ready (the model is loading, or the server is shutting down)");
+}
+
+void http_respond_submit_error(http_stream *st, int rc, const sy_err *err, const http_api_errors *how)
+{
+    http_server *s = st->conn->loop->srv;
+    if (rc == SY_ERR_UNAVAILABLE && s->api->ready && !s->api->ready(s->host->ctx)) {
+        http_respond_not_ready(st, how); /* the drain (or a reload) began after the check in http_ready_body */
+    } else if (rc == SY_ERR_UNAVAILABLE) {
+        st->retry_after = 1;
+        http_respond_error(st, how->busy_status, how->busy_type, NULL, how->busy_code,
+                           "the server is busy (waiting queue full); retry later%s%s", err->msg[0] ? ": " : "",
+                           err->msg);
+    } else if (rc == SY_ERR_INVALID) {
+        char param[256];
+        http_respond_error(st, 400, "invalid_request_error",
+                           how->invalid_param ? http_err_param(err->msg, param, sizeof param) : NULL, NULL, "%s",
+                           err->msg[0] ? err->msg : "invalid request");
+    } else {
+        http_respond_error(st, rc == SY_ERR_NOMEM ? 503 : 500, how->server_type, NULL, NULL, "submit: %s: %s",
+                           sy_status_str(rc), err->msg);
+    }
+}
+
+json_t *http_ready_body(http_stream *st, const http_api_errors *how)
+{
+    http_server *s = st->conn->loop->srv;
+    if (s->api->ready && !s->api->ready(s->host->ctx)) {
+        http_respond_not_ready(st, how);
+        return NULL;
+    }
+    return http_parse_body(st);
+}
+
 static void route_models(http_stream *st)
 {
     http_server *s = st->conn->loop->srv;
