@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "chat/chat_internal.h"
+#include "util/utf8.h"
 
 typedef struct lexer {
     sy_ct_arena *a;
@@ -81,41 +82,6 @@ static int is_ws(char ch)
     return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-static size_t put_utf8(char *o, unsigned long cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* Python "unicode-escape" decoding of a literal body. */
 static int unescape(lexer *L, size_t at, const char *s, size_t n, const char **out, size_t *outn)
 {
@@ -155,7 +121,7 @@ static int unescape(lexer *L, size_t at, const char *s, size_t n, const char **o
                     c++;
                 }
                 i--;
-                k += put_utf8(o + k, v);
+                k += sy_utf8_encode(v, o + k);
             } else {
                 o[k++] = '\\';
                 o[k++] = e;
@@ -166,7 +132,7 @@ static int unescape(lexer *L, size_t at, const char *s, size_t n, const char **o
             if (i + (size_t)digits >= n)
                 return lex_fail(L, at, "truncated \\x/\\u escape in string literal");
             for (int d = 1; d <= digits; d++) {
-                int h = hexval(s[i + (size_t)d]);
+                int h = sy_hex_digit(s[i + (size_t)d]);
                 if (h < 0)
                     return lex_fail(L, at, "bad \\x/\\u escape in string literal");
                 cp = cp * 16 + (unsigned long)h;
@@ -174,7 +140,7 @@ static int unescape(lexer *L, size_t at, const char *s, size_t n, const char **o
             if (cp > 0x10FFFF)
                 return lex_fail(L, at, "escape beyond U+10FFFF in string literal");
             i += (size_t)digits;
-            k += put_utf8(o + k, cp); /* at most digits+2 bytes: fits */
+            k += sy_utf8_encode((uint32_t)cp, o + k); /* at most digits+2 bytes: fits */
         }
     }
     o[k] = 0;

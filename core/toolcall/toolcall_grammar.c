@@ -289,6 +289,16 @@ static void dsml_kv(gb *g, const char *key, const char *vr, bool s)
     then(g, vr, "</｜DSML｜parameter>\n");
 }
 
+/* A GLM / DSML call: the literal open with the name in it, the pairs, the literal close. */
+static void kv_call(gb *g, const char *open, const char *nm, const sy_tools *t, size_t i, kv_fn kv,
+                    const char *free_pair, const char *close)
+{
+    lit_fmt(g, open, nm);
+    put(g, " ");
+    kv_body(g, t, i, kv, free_pair);
+    lit(g, close);
+}
+
 /* One call of tool i as the family writes it (rule tc-cI). */
 static void call_rule(gb *g, const sy_tool_family *f, const sy_tools *t, size_t i)
 {
@@ -299,23 +309,17 @@ static void call_rule(gb *g, const sy_tool_family *f, const sy_tools *t, size_t 
     rule(g, r);
     switch (f->kind) {
     case TC_GLM45:
-        lit_fmt(g, "<tool_call>%s\n", nm);
-        put(g, " ");
-        kv_body(g, t, i, glm45_kv, "\"<arg_key>\" tc-key \"</arg_key>\" \"\\n\" \"<arg_value>\" tc-val \"</arg_value>\" \"\\n\"");
-        lit(g, "</tool_call>");
+        kv_call(g, "<tool_call>%s\n", nm, t, i, glm45_kv,
+                "\"<arg_key>\" tc-key \"</arg_key>\" \"\\n\" \"<arg_value>\" tc-val \"</arg_value>\" \"\\n\"", "</tool_call>");
         break;
     case TC_GLM47:
-        lit_fmt(g, "<tool_call>%s", nm);
-        put(g, " ");
-        kv_body(g, t, i, glm47_kv, "\"<arg_key>\" tc-key \"</arg_key>\" \"<arg_value>\" tc-val \"</arg_value>\"");
-        lit(g, "</tool_call>");
+        kv_call(g, "<tool_call>%s", nm, t, i, glm47_kv,
+                "\"<arg_key>\" tc-key \"</arg_key>\" \"<arg_value>\" tc-val \"</arg_value>\"", "</tool_call>");
         break;
     case TC_DEEPSEEK_V32:
-        lit_fmt(g, "<｜DSML｜invoke name=\"%s\">\n", nm);
-        put(g, " ");
-        kv_body(g, t, i, dsml_kv,
-                "\"<｜DSML｜parameter name=\\\"\" tc-key \"\\\" string=\\\"true\\\">\" tc-val \"</｜DSML｜parameter>\\n\"");
-        lit(g, "</｜DSML｜invoke>\n");
+        kv_call(g, "<｜DSML｜invoke name=\"%s\">\n", nm, t, i, dsml_kv,
+                "\"<｜DSML｜parameter name=\\\"\" tc-key \"\\\" string=\\\"true\\\">\" tc-val \"</｜DSML｜parameter>\\n\"",
+                "</｜DSML｜invoke>\n");
         break;
     case TC_DEEPSEEK_V3:
         lit_fmt(g, "<｜tool▁call▁begin｜>function<｜tool▁sep｜>%s\n```json\n", nm);

@@ -121,6 +121,14 @@ static void close_to_text(sy_tool_parser *p)
     to_text(p);
 }
 
+/* JSON arguments whose opening '{' the marker scan already took. */
+static void json_begin_opened(sy_tool_parser *p, tc_state after)
+{
+    tc_json_begin(p, after);
+    tc_jv_feed(&p->jv, '{');
+    tc_json_drain(p);
+}
+
 /* Where a DeepSeek call begins: V3 writes a type before the name, V3.1 only the name. */
 static tc_state ds_call_state(const sy_tool_parser *p)
 {
@@ -498,9 +506,7 @@ static bool step_once(sy_tool_parser *p, bool eof)
         if (h < 0)
             return false;
         if (h == 0) {
-            tc_json_begin(p, S_D_POST);
-            tc_jv_feed(&p->jv, '{');
-            tc_json_drain(p);
+            json_begin_opened(p, S_D_POST);
         } else {
             tc_call_args_str(p, "{}");
             tc_call_end(p);
@@ -618,11 +624,10 @@ static bool step_once(sy_tool_parser *p, bool eof)
             return true;
         }
         begin_named(p, &p->name, NULL, 0);
-        tc_json_begin(p, S_TEXT);
-        if (h == 2) {
-            tc_jv_feed(&p->jv, '{');
-            tc_json_drain(p);
-        }
+        if (h == 2)
+            json_begin_opened(p, S_TEXT);
+        else
+            tc_json_begin(p, S_TEXT);
         return true;
     case S_MI_ID: {
         if (scan(p, M_MISTRAL_ID, K_ID, eof) < 0)
