@@ -366,41 +366,48 @@ int sy_guide_apply_mask(sy_seq *s, sy_out_ctx *o, float *work, sy_err *err)
     return SY_OK;
 }
 
-/* While waiting for </think>: scans the token's text; past the tag the constraint starts. */
+/*
+ * While waiting for </think>: scans the token's text; past the tag the
+ * constraint starts. The tag may straddle the held tail (fewer bytes than
+ * the tag) and this text, so the tail and the text's first bytes are
+ * looked at together in a small buffer, then the text itself: nothing is
+ * allocated per token.
+ */
 static int wait_think(sy_seq *s, const char *text, size_t len, sy_err *err)
 {
     const size_t tl = sizeof THINK_CLOSE - 1;
-    char *cat = malloc(s->n_think_tail + len + 1);
-    if (!cat)
-        return sy_err_set(err, SY_ERR_NOMEM, "constraint: out of memory");
-    memcpy(cat, s->think_tail, s->n_think_tail);
-    memcpy(cat + s->n_think_tail, text, len);
-    const size_t n = s->n_think_tail + len;
-    cat[n] = '\0';
-    const char *hit = NULL;
-    for (size_t i = 0; i + tl <= n && !hit; i++)
-        if (memcmp(cat + i, THINK_CLOSE, tl) == 0)
-            hit = cat + i;
-    int rc = SY_OK;
-    if (hit) {
-        s->wait_think = false;
-        s->n_think_tail = 0;
-        /* The constraint reads the answer, not the blank line a model puts after </think>. */
-        const char *rest = hit + tl, *end = cat + n;
-        while (rest < end && (*rest == ' ' || *rest == '\n' || *rest == '\r' || *rest == '\t'))
-            rest++;
-        if (rest < end && !sy_gmatcher_accept_bytes(s->matcher, rest, (size_t)(end - rest)))
-            rc = sy_err_set(err, SY_ERR_INTERNAL,
-                            "constraint: the token that closed </think> goes on with \"%.40s\", which the constraint "
-                            "does not allow",
-                            rest);
-    } else {
-        const size_t keep = n < tl - 1 ? n : tl - 1;
-        memcpy(s->think_tail, cat + n - keep, keep);
-        s->n_think_tail = keep;
+    char edge[2 * sizeof THINK_CLOSE];
+    const size_t head = len < tl - 1 ? len : tl - 1;
+    memcpy(edge, s->think_tail, s->n_think_tail);
+    if (head)
+        memcpy(edge + s->n_think_tail, text, head);
+    const size_t ne = s->n_think_tail + head;
+    const char *rest = NULL; /* the text after the tag */
+    for (size_t i = 0; i + tl <= ne && !rest; i++)
+        if (memcmp(edge + i, THINK_CLOSE, tl) == 0)
+            rest = text + (i + tl - s->n_think_tail); /* the tail is shorter than the tag: the match ends in text */
+    if (!rest && len >= tl) {
+        const char *hit = memmem(text, len, THINK_CLOSE, tl);
+        rest = hit ? hit + tl : NULL;
     }
-    free(cat);
-    return rc;
+    if (!rest) {
+        const size_t keep = ne < tl - 1 ? ne : tl - 1;
+        memcpy(s->think_tail, len >= tl - 1 ? text + len - keep : edge + ne - keep, keep);
+        s->n_think_tail = keep;
+        return SY_OK;
+    }
+    s->wait_think = false;
+    s->n_think_tail = 0;
+    /* The constraint reads the answer, not the blank line a model puts after </think>. */
+    const char *end = text + len;
+    while (rest < end && (*rest == ' ' || *rest == '\n' || *rest == '\r' || *rest == '\t'))
+        rest++;
+    if (rest < end && !sy_gmatcher_accept_bytes(s->matcher, rest, (size_t)(end - rest)))
+        return sy_err_set(err, SY_ERR_INTERNAL,
+                          "constraint: the token that closed </think> goes on with \"%.*s\", which the constraint "
+                          "does not allow",
+                          (int)(end - rest < 40 ? end - rest : 40), rest);
+    return SY_OK;
 }
 
 int sy_guide_accept(sy_seq *s, int32_t tok, const char *text, size_t len, bool *done, sy_err *err)

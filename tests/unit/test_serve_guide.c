@@ -684,7 +684,7 @@ static void test_think_switch(void)
     memset(&guide, 0, sizeof guide);
     guide.think_open = -1;
     guide.gvocab = gv;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 4; k++) {
         sy_seq s;
         memset(&s, 0, sizeof s);
         s.guide = &guide;
@@ -702,6 +702,18 @@ static void test_think_switch(void)
             CHECK(sy_guide_accept(&s, 'b', "b", 1, &done, &err) == SY_OK && !done);
             CHECK(sy_guide_accept(&s, '}', "}", 1, &done, &err) == SY_OK && done);
             CHECK(sy_guide_can_end(&s));
+        } else if (k == 2) {
+            /* The tag whole, well inside one long piece (found without the tail). */
+            static const char piece[] = "en, more reasoning </think>  {ab";
+            CHECK(sy_guide_accept(&s, NB + 2, piece, sizeof piece - 1, &done, &err) == SY_OK && !s.wait_think);
+            CHECK(sy_guide_accept(&s, '}', "}", 1, &done, &err) == SY_OK && done);
+        } else if (k == 3) {
+            /* One byte at a time: the held tail carries the tag across eight tokens. */
+            static const char tag[] = "</think>{";
+            for (size_t i = 0; i + 1 < sizeof tag - 1; i++)
+                CHECK(sy_guide_accept(&s, tag[i], tag + i, 1, &done, &err) == SY_OK && s.wait_think == (i < 7));
+            CHECK(sy_guide_accept(&s, '{', "{", 1, &done, &err) == SY_OK && !s.wait_think && !done);
+            CHECK(sy_guide_accept(&s, '}', "}", 1, &done, &err) == SY_OK && done);
         } else {
             /* Text after the tag that the grammar refuses fails the request, naming it. */
             CHECK(sy_guide_accept(&s, NB + 3, "ink>x", 5, &done, &err) == SY_ERR_INTERNAL);
