@@ -9,6 +9,7 @@ SY_CPU_TESTS = \
 	tests/unit/test_cpu_moe \
 	tests/unit/test_cpu_linear_multi \
 	tests/unit/test_cpu_bf16dot \
+	tests/unit/test_cpu_amx \
 	tests/unit/test_cpu_quant
 check_PROGRAMS += $(SY_CPU_TESTS)
 TESTS += $(SY_CPU_TESTS)
@@ -42,3 +43,7 @@ tests_unit_test_cpu_quant_LDADD = plugins/common/cpu/libsykern.la $(SY_CPU_TEST_
 tests_unit_test_cpu_bf16dot_SOURCES = tests/unit/test_cpu_bf16dot.c $(SY_CPU_TEST_HARNESS)
 tests_unit_test_cpu_bf16dot_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu
 tests_unit_test_cpu_bf16dot_LDADD = plugins/common/cpu/libsykern.la $(SY_CPU_TEST_LIBS)
+
+tests_unit_test_cpu_amx_SOURCES = tests/unit/test_cpu_amx.c $(SY_CPU_TEST_HARNESS)
+tests_unit_test_cpu_amx_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu
+tests_unit_test_cpu_amx_LDADD = plugins/common/cpu/libsykern.la $(SY_CPU_TEST_LIBS)

@@ -2,11 +2,13 @@
  * bench_kernels: the cpu plugins' linear kernels against this machine.
  *
  *   tools/bench_kernels [--threads N] [--isa auto|avx512|avx2|portable] [--quick]
- *                       [--only bw|gemv|gemm] [--gemv MxK]...
+ *                       [--only bw|gemv|gemm|prefill] [--gemv MxK]...
  *
  * Prints the measured read bandwidth (a parallel streaming sum), then GEMV
  * (n = 1) in GB/s of weights read, with its ratio to that bandwidth, and
- * batched GEMM (n = 32, 128) in GFLOP/s, for F32, F16 and BF16 weights.
+ * batched GEMM (n = 32, 128) in GFLOP/s, for F32, F16 and BF16 weights,
+ * and prefill-like BF16 products on the F32, AVX512-BF16 and AMX paths
+ * against each path's nominal peak.
  * Matrices larger than the last-level cache measure DRAM; the small ones
  * (768 x 768) measure the caches. Times are the best of several runs.
  */
@@ -169,6 +171,86 @@ static void *make_weights(sy_dtype dt, int64_t m, int64_t k)
     return w;
 }
 
+/*
+ * Prefill-like products with BF16 weights on the three paths: F32 (x stays
+ * F32, weights widened), AVX512-BF16 (matmul = bf16, amx = off) and AMX
+ * (matmul = bf16; weights packed beforehand as prepare_weight does), each
+ * against its nominal peak (syk_matmul_peak, peak.c). The BF16 paths'
+ * times include rounding x, as the device op does.
+ */
+typedef struct path_ctx {
+    const syk_kernels *k;
+    syk_gemm g;
+    syk_par *par;
+    const float *x;
+} path_ctx;
+
+static void run_path(void *c)
+{
+    path_ctx *p = c;
+    if (p->g.bdot)
+        syk_rows_to_bf16(p->g.bdot, (uint16_t *)p->g.xb, p->g.ldxb, p->x, p->g.ldx, p->g.n, p->g.k, p->par);
+    syk_gemm_run(p->k, &p->g, p->par);
+}
+
+static void bench_prefill(const syk_kernels *kern, syk_par *par, int threads, double min_t)
+{
+    static const int64_t shapes[][2] = {{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}};
+    static const int64_t ns[] = {1, 16, 128, 512};
+    const syk_bf16dot *bd = syk_bf16dot_for(kern->isa, NULL, 0);
+    char why[256];
+    const syk_amx *amx = bd ? syk_amx_for(kern->isa, why, sizeof why) : NULL;
+    if (!amx)
+        printf("\nAMX rows skipped: %s\n", bd ? why : "no AVX512-BF16 either");
+    const char *names[3] = {"f32", "avx512bf16", "amx"};
+    double peak[3];
+    printf("\nprefill products, BF16 weights: out[n, m] = x[n, k] . w[m, k]^T, %d threads\n", threads);
+    for (int p = 0; p < 3; p++) {
+        peak[p] = syk_matmul_peak(kern->isa, (syk_path)p, threads, why, sizeof why);
+        printf("  peak %-10s %s\n", names[p], why);
+    }
+    printf("%-12s %-6s %-11s %10s %10s %8s\n", "m x k", "n", "path", "ms", "GFLOP/s", "of peak");
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t m = shapes[s][0], k = shapes[s][1];
+        uint16_t *w = make_weights(SY_DTYPE_BF16, m, k);
+        syk_amx_pack *pk = amx ? syk_amx_pack_new(NULL, w, m, k, k) : NULL;
+        for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+            const int64_t n = ns[a];
+            float *x = alloc64(sizeof(float) * (size_t)(n * k)), *o = alloc64(sizeof(float) * (size_t)(n * m));
+            uint16_t *xb = alloc64(sizeof(uint16_t) * (size_t)(n * k));
+            for (int64_t i = 0; i < n * k; i++)
+                x[i] = (float)(i % 13) * 0.01f;
+            for (int p = 0; p < 3; p++) {
+                if ((p >= 1 && !bd) || (p == 2 && !pk))
+                    continue;
+                path_ctx c = {kern, {.x = x, .ldx = k, .w = w, .wdtype = SY_DTYPE_BF16, .ldw = k,
+                                     .bias_dtype = SY_DTYPE_F32, .out = o, .ldo = m, .n = n, .m = m, .k = k}, par, x};
+                if (p >= 1) {
+                    c.g.bdot = bd;
+                    c.g.xb = xb;
+                    c.g.ldxb = k;
+                }
+                if (p == 2) {
+                    c.g.amx_w = pk;
+                    c.g.amx = amx;
+                }
+                const double t = best_time(run_path, &c, min_t);
+                const double gf = 2.0 * (double)(n * m * k) / t / 1e9;
+                char shape[32], pct[16] = "";
+                snprintf(shape, sizeof shape, "%lldx%lld", (long long)m, (long long)k);
+                if (peak[p] > 0)
+                    snprintf(pct, sizeof pct, "%.1f%%", 100.0 * gf / peak[p]);
+                printf("%-12s %-6lld %-11s %10.3f %10.1f %8s\n", shape, (long long)n, names[p], t * 1e3, gf, pct);
+            }
+            free(x);
+            free(o);
+            free(xb);
+        }
+        syk_amx_pack_free(NULL, pk);
+        free(w);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int threads = 0, quick = 0;
@@ -194,7 +276,7 @@ int main(int argc, char **argv)
             user_shapes[n_user++][1] = k;
         }
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--isa auto|avx512|avx2|portable] [--quick] [--only bw|gemv|gemm] [--gemv MxK]\n",
+            fprintf(stderr, "usage: %s [--threads N] [--isa auto|avx512|avx2|portable] [--quick] [--only bw|gemv|gemm|prefill] [--gemv MxK]\n",
                     argv[0]);
             return 2;
         }
@@ -312,6 +394,8 @@ int main(int argc, char **argv)
             free(xb);
         }
     }
+    if (!*only || strcmp(only, "prefill") == 0)
+        bench_prefill(kern, &par, threads, min_t);
     syk_pool_destroy(pool);
     return 0;
 }

@@ -208,6 +208,21 @@ static void test_gemm(const syk_kernels *kern, qkind kind, int64_t N, int64_t K,
                  "%s %s [%lld x %lld]: row %lld alone differs from the same row in a batch of %lld",
                  syk_isa_name(kern->isa), qnames[kind], (long long)N, (long long)K, (long long)i, (long long)n);
     }
+    /* AVX-512 spreads FP4 nibbles with vpmultishiftqb where the CPU has VBMI, else vpshufb + vpsrlvd: the
+     * same bits. Runs the other variant (both where this CPU has VBMI) over the whole product. */
+    if (kern->isa == SYK_ISA_AVX512 && n <= 8)
+        for (int vb = 0; vb < 2; vb++) {
+            syk_qgemm_fn fn = syk__qgemm_avx512_variant(q.t.dtype, vb);
+            if (!fn)
+                continue;
+            float *o2 = malloc(sizeof(float) * (size_t)(n * N));
+            syk_qcall qc = {.x = x, .ldx = K, .w = &q.t, .out = o2, .ldo = N, .n = n, .m = N, .k = K};
+            fn(&qc);
+            TH_CHECK(memcmp(o2, out, sizeof(float) * (size_t)(n * N)) == 0,
+                     "avx512 %s [%lld x %lld] n=%lld: the %s nibble spread gives other bits", qnames[kind],
+                     (long long)N, (long long)K, (long long)n, vb ? "VBMI" : "vpshufb");
+            free(o2);
+        }
     printf("  %-8s %-18s [%4lld x %4lld] n=%3lld: worst error %.2g of sum |x w|\n", syk_isa_name(kern->isa),
            qnames[kind], (long long)N, (long long)K, (long long)n, worst);
     free(x);

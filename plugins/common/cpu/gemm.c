@@ -114,7 +114,13 @@ void syk_gemm_tile(const syk_kernels *kern, const syk_gemm *g, int64_t r0, int64
         return;
     }
     if (g->bdot && g->xb && g->wdtype == SY_DTYPE_BF16 && g->k > 0) {
-        bdot_tile(g, r0, r1, c0, c1);
+        if (g->amx && g->amx_w) {
+            /* One call over all rows: the kernel blocks rows and k itself, M = 1 through the same tiles. */
+            g->amx->gemm(g->xb + r0 * g->ldxb, g->ldxb, g->amx_w, g->out + r0 * g->ldo, g->ldo, r1 - r0, c0, c1);
+            if (g->bias)
+                add_bias(g, r0, r1, c0, c1);
+        } else
+            bdot_tile(g, r0, r1, c0, c1);
         return;
     }
     const syk_gemm_nt_fn nt = kern->gemm_nt[g->wdtype];
@@ -146,6 +152,12 @@ typedef struct gemm_job {
     int64_t n_cchunks, groups_per_chunk, n_groups;
 } gemm_job;
 
+/* Output columns per group of the split: the AMX kernel's panels, else the kernels' 4-column reductions. */
+static int64_t col_group(const syk_gemm *g)
+{
+    return g->amx && g->amx_w && g->bdot && g->xb ? SYK_AMX_PANEL : 4;
+}
+
 static void gemm_items(void *arg, int64_t begin, int64_t end, int worker)
 {
     (void)worker;
@@ -156,7 +168,7 @@ static void gemm_items(void *arg, int64_t begin, int64_t end, int worker)
         const int64_t r0 = rb * NB, r1 = r0 + NB < g->n ? r0 + NB : g->n;
         const int64_t g0 = cc * j->groups_per_chunk;
         const int64_t g1 = g0 + j->groups_per_chunk < j->n_groups ? g0 + j->groups_per_chunk : j->n_groups;
-        const int64_t c0 = g0 * 4, c1 = g1 * 4 < g->m ? g1 * 4 : g->m;
+        const int64_t cg = col_group(g), c0 = g0 * cg, c1 = g1 * cg < g->m ? g1 * cg : g->m;
         syk_gemm_tile(j->kern, g, r0, r1, c0, c1);
     }
 }
@@ -175,7 +187,7 @@ void syk_gemm_run(const syk_kernels *kern, const syk_gemm *g, const syk_par *par
     gemm_job j;
     j.kern = kern;
     j.g = g;
-    j.n_groups = (g->m + 3) / 4;
+    j.n_groups = (g->m + col_group(g) - 1) / col_group(g);
     const int64_t n_rb = (g->n + NB - 1) / NB;
     /* Enough column chunks that every worker gets about four items. */
     int64_t want = ((int64_t)workers * 4 + n_rb - 1) / n_rb;
@@ -236,7 +248,7 @@ void syk_gemm_run_multi(const syk_kernels *kern, const syk_gemm *g, int n, const
         gemm_job *pj = &j.part[i];
         pj->kern = kern;
         pj->g = &g[i];
-        pj->n_groups = g[i].m > 0 ? (g[i].m + 3) / 4 : 0;
+        pj->n_groups = g[i].m > 0 ? (g[i].m + col_group(&g[i]) - 1) / col_group(&g[i]) : 0;
         pj->n_cchunks = pj->groups_per_chunk = 0;
         int64_t items = 0;
         if (g[i].n > 0 && g[i].m > 0) {

@@ -139,6 +139,88 @@ int syk_cpu_has_avx512bf16(void)
 #endif
 }
 
+int syk_cpu_has_amx_bf16(char *why, size_t why_len)
+{
+    char dummy[8];
+    if (!why) {
+        why = dummy;
+        why_len = sizeof dummy;
+    }
+#if SYK_X86
+    unsigned a, b, cx, d;
+    if (__get_cpuid_max(0, NULL) < 0x1d || !__get_cpuid_count(7, 0, &a, &b, &cx, &d)) {
+        snprintf(why, why_len, "this CPU has no AMX (CPUID has no leaf 0x1d)");
+        return 0;
+    }
+    const int tile = (d >> 24) & 1, bf16 = (d >> 22) & 1; /* CPUID.(7,0):EDX bits 24 AMX-TILE, 22 AMX-BF16 */
+    if (!tile || !bf16) {
+        snprintf(why, why_len, "this CPU lacks%s%s (CPUID leaf 7 EDX bits 24, 22)", tile ? "" : " AMX-TILE",
+                 bf16 ? "" : " AMX-BF16");
+        return 0;
+    }
+    /* Palette 1 must be the 8 tiles of 16 rows x 64 bytes the kernel configures (leaf 0x1d, subleaf 1). */
+    if (!__get_cpuid_count(0x1d, 1, &a, &b, &cx, &d) || (b & 0xffff) < 64 || (b >> 16) < 8 || (cx & 0xffff) < 16) {
+        snprintf(why, why_len, "AMX palette 1 is not 8 tiles of 16 rows x 64 bytes (CPUID 0x1d.1: EBX 0x%x ECX 0x%x)",
+                 b, cx);
+        return 0;
+    }
+    return 1;
+#else
+    snprintf(why, why_len, "AMX needs an x86-64 CPU");
+    return 0;
+#endif
+}
+
+#if SYK_X86 && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define SYK_ARCH_GET_XCOMP_PERM 0x1022
+#define SYK_ARCH_REQ_XCOMP_PERM 0x1023
+#define SYK_XFEATURE_XTILEDATA 18
+#endif
+
+int syk_amx_request(int simulate_refusal, char *why, size_t why_len)
+{
+    char dummy[8];
+    if (!why) {
+        why = dummy;
+        why_len = sizeof dummy;
+    }
+#if SYK_X86 && defined(__linux__)
+    if (simulate_refusal) {
+        snprintf(why, why_len, "arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) refused (simulated by "
+                 "SY_CPU_AMX_REFUSE)");
+        return 0;
+    }
+    /* Linux keeps the 8 KiB tile state off until the process asks: a tile instruction before this faults. */
+    if (syscall(SYS_arch_prctl, SYK_ARCH_REQ_XCOMP_PERM, SYK_XFEATURE_XTILEDATA) != 0) {
+        snprintf(why, why_len, "the kernel refused the tile state: arch_prctl(ARCH_REQ_XCOMP_PERM, "
+                 "XFEATURE_XTILEDATA) failed (needs Linux 5.16+ with AMX enabled)");
+        return 0;
+    }
+    unsigned long perm = 0;
+    if (syscall(SYS_arch_prctl, SYK_ARCH_GET_XCOMP_PERM, &perm) != 0 || !((perm >> SYK_XFEATURE_XTILEDATA) & 1)) {
+        snprintf(why, why_len, "arch_prctl(ARCH_GET_XCOMP_PERM) does not list XTILEDATA (permitted 0x%lx)", perm);
+        return 0;
+    }
+    unsigned a, b, cx, d;
+    if (!__get_cpuid(1, &a, &b, &cx, &d) || !((cx >> 27) & 1)) {
+        snprintf(why, why_len, "OSXSAVE is off: XCR0 cannot be read");
+        return 0;
+    }
+    const unsigned long long xcr0 = read_xcr0();
+    if (((xcr0 >> 17) & 3) != 3) {
+        snprintf(why, why_len, "XCR0 does not enable XTILECFG and XTILEDATA (bits 17, 18; XCR0 = 0x%llx)", xcr0);
+        return 0;
+    }
+    return 1;
+#else
+    (void)simulate_refusal;
+    snprintf(why, why_len, "AMX tiles are only requested on Linux x86-64");
+    return 0;
+#endif
+}
+
 syk_isa syk_isa_best(void)
 {
     if (syk_isa_usable(SYK_ISA_AVX512, NULL, 0))

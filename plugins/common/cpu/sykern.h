@@ -125,6 +125,80 @@ int syk_cpu_has_avx512bf16(void);
  */
 const syk_bf16dot *syk_bf16dot_for(syk_isa isa, char *why, size_t why_len);
 
+/* ---------------------------------------------------------- AMX-BF16 tiles */
+
+/*
+ * The AMX path of `matmul = bf16` (kern_amx.c): x rounded to BF16 as above,
+ * BF16 weights repacked once at load into the tile layout, TDPBF16PS with
+ * F32 accumulation in tiles. Layout: 16-column panels; within a panel, row
+ * r holds k elements 2r and 2r+1 of each of the 16 columns ("VNNI" pairs),
+ * k padded with zeros to a multiple of 32, columns past m zero.
+ * k is summed in SYK_KC slices (each slice's tile sum added to out in
+ * order) and every 16 x 16 output tile sees the same instruction sequence
+ * whatever the rows or columns computed with it, so the path is batch- and
+ * thread-invariant; its bits differ from the AVX512-BF16 kernel's.
+ */
+#define SYK_AMX_PANEL 16 /* output columns per panel; column chunks should start at multiples of it */
+#define SYK_AMX_MAGIC 0x414d5850u /* "AMXP": priv is one of these */
+typedef struct syk_amx_pack {
+    uint32_t magic;
+    const void *src; /* the row-major weights it was made from: a tensor whose data differs is not this pack */
+    int64_t m, k;    /* the source's rows and columns */
+    int64_t ldw;     /* and its row stride */
+    int64_t kpad;    /* k rounded up to 32 */
+    uint16_t *p;     /* [ceil(m / 16)][kpad / 2][16][2]; NULL once dropped (the tensor then runs AVX512-BF16) */
+    size_t bytes;
+} syk_amx_pack;
+
+/*
+ * out[i*ldo + j] = sum_kk xb[i*ldx + kk] * w[j][kk]  for i < n, c0 <= j < c1
+ * (whole k, no accumulate). Loads its tile configuration itself and
+ * releases the tiles before it returns, so any thread may call it.
+ */
+typedef void (*syk_amx_gemm_fn)(const uint16_t *xb, int64_t ldx, const syk_amx_pack *w, float *out, int64_t ldo,
+                                int64_t n, int64_t c0, int64_t c1);
+typedef struct syk_amx {
+    syk_amx_gemm_fn gemm;
+} syk_amx;
+
+/* 1 if CPUID reports AMX-TILE and AMX-BF16 with the 16 x 64-byte palette; else 0 and why. */
+int syk_cpu_has_amx_bf16(char *why, size_t why_len);
+/*
+ * Asks Linux for the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM,
+ * XFEATURE_XTILEDATA) and checks that it was granted and that XCR0 enables
+ * XTILECFG and XTILEDATA. Process-wide and idempotent; call before the first
+ * tile instruction. simulate_refusal: behave as if the kernel refused (tests).
+ * Returns 1 when tiles may be used, else 0 and why.
+ */
+int syk_amx_request(int simulate_refusal, char *why, size_t why_len);
+/*
+ * The AMX kernels for plugins running isa with the BF16 path on, after
+ * syk_cpu_has_amx_bf16 and syk_amx_request; NULL with why otherwise. The
+ * environment variable SY_CPU_AMX_REFUSE=1 simulates the OS refusing.
+ */
+const syk_amx *syk_amx_for(syk_isa isa, char *why, size_t why_len);
+/* Repacks row-major BF16 w [m, k] (row stride ldw) into a new pack; NULL when out of memory. */
+syk_amx_pack *syk_amx_pack_new(const sy_host *host, const uint16_t *w, int64_t m, int64_t k, int64_t ldw);
+/* Frees the packed copy (the pack then stands for nothing: p = NULL). */
+void syk_amx_pack_drop(const sy_host *host, syk_amx_pack *pk);
+void syk_amx_pack_free(const sy_host *host, syk_amx_pack *pk);
+/* The pack of t when t->priv is one made from t's own data and shape; else NULL. */
+const syk_amx_pack *syk_amx_pack_of(const sy_tensor *t);
+
+/* ---------------------------------------------------------------- peaks */
+
+typedef enum syk_path {
+    SYK_PATH_F32 = 0,        /* F32 FMAs (weights widened) */
+    SYK_PATH_AVX512BF16 = 1, /* matmul = bf16, amx = off or no AMX */
+    SYK_PATH_AMX = 2         /* matmul = bf16 on AMX tiles */
+} syk_path;
+/*
+ * Nominal peak GFLOP/s of path on `cores` cores: FLOP/cycle/core of its
+ * instruction (peak.c says which) x the clock /proc/cpuinfo reports. 0 when
+ * unknown. how (may be NULL) receives the derivation, numbers included.
+ */
+double syk_matmul_peak(syk_isa isa, syk_path path, int cores, char *how, size_t how_len);
+
 /* ------------------------------------------------------------ parallelism */
 
 /*
@@ -165,6 +239,9 @@ typedef struct syk_gemm {
     const syk_bf16dot *bdot;
     const uint16_t *xb;
     int64_t ldxb;
+    /* With bdot and xb: the weights' AMX pack and kernels (kern_amx.c), else NULL. */
+    const syk_amx_pack *amx_w;
+    const syk_amx *amx;
 } syk_gemm;
 
 /* xb[i*ldxb + kk] = x[i*ldx + kk] rounded to BF16, for i < n, kk < k, rows split over par. */

@@ -103,6 +103,8 @@ syk_qgemm_fn syk_qgemm_for(syk_isa isa, sy_dtype dt);
 syk_qgemm_fn syk__qgemm_portable(sy_dtype dt);
 syk_qgemm_fn syk__qgemm_avx2(sy_dtype dt);
 syk_qgemm_fn syk__qgemm_avx512(sy_dtype dt);
+/* avx512 with (vbmi = 1) or without the AVX512_VBMI nibble spread; NULL where vbmi is asked and absent. For tests. */
+syk_qgemm_fn syk__qgemm_avx512_variant(sy_dtype dt, int vbmi);
 
 /*
  * syk_gemm_tile for a quantised g (g->wq carries the scales): output rows

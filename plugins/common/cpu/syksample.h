@@ -41,15 +41,16 @@ static inline void syk_sort_desc(int32_t *idx, const float *prob, int32_t n)
 }
 
 /*
- * The id drawn from logits[0..V) with the row's parameters and uniform u;
- * prob and idx are V-element scratch. Temperature <= 0 is the greedy pick.
+ * The distribution a draw at temperature > 0 is made from: the tokens kept
+ * by min_p, top_k and top_p are idx[0..n) (highest first when top_k or top_p
+ * sorted them, else by id), each with weight prob[idx[i]] (renormalise by
+ * their sum); 0 only with NaN or infinite logits (then the draw is the
+ * greedy pick). prob and idx are V-element scratch. Speculative decoding's
+ * rejection rule (core/engine/sampler.c) reads the same distribution.
  */
-static inline int32_t syk_sample_pick(const float *logits, int32_t V, const sy_sample_row *p, float *prob,
-                                      int32_t *idx)
+static inline int32_t syk_sample_filter(const float *logits, int32_t V, const sy_sample_row *p, float *prob,
+                                        int32_t *idx)
 {
-    if (p->temperature <= 0.0f)
-        return syk_greedy_row(logits, V);
-
     /* Softmax at temperature T over all tokens. */
     const float mx = logits[syk_greedy_row(logits, V)];
     double sum = 0.0;
@@ -68,7 +69,7 @@ static inline int32_t syk_sample_pick(const float *logits, int32_t V, const sy_s
             idx[n++] = i;
     }
     if (n == 0) /* only with NaN or infinite logits */
-        return syk_greedy_row(logits, V);
+        return 0;
 
     const int need_sort = (p->top_k > 0 && p->top_k < n) || p->top_p < 1.0f;
     if (need_sort) {
@@ -104,6 +105,21 @@ static inline int32_t syk_sample_pick(const float *logits, int32_t V, const sy_s
             n = cut;
         }
     }
+    return n;
+}
+
+/*
+ * The id drawn from logits[0..V) with the row's parameters and uniform u;
+ * prob and idx are V-element scratch. Temperature <= 0 is the greedy pick.
+ */
+static inline int32_t syk_sample_pick(const float *logits, int32_t V, const sy_sample_row *p, float *prob,
+                                      int32_t *idx)
+{
+    if (p->temperature <= 0.0f)
+        return syk_greedy_row(logits, V);
+    const int32_t n = syk_sample_filter(logits, V, p, prob, idx);
+    if (n == 0) /* only with NaN or infinite logits */
+        return syk_greedy_row(logits, V);
     double total = 0.0;
     for (int32_t i = 0; i < n; i++)
         total += prob[idx[i]];

@@ -4,11 +4,12 @@
  * and the glue ops with portable, AVX2 and AVX-512 kernels chosen at run
  * time.
  *
- * Weights: prepare_weight returns the host's mmap'd view unchanged. The
- * GEMV reads row-major BF16/F16 at memory bandwidth already (see
- * tools/bench_kernels), so a repacked copy would only double the resident
- * memory; the view also keeps tied embeddings (embed and lm_head share one
- * tensor) trivially correct.
+ * Weights: prepare_weight returns the host's mmap'd view. Only with the
+ * AMX path (`matmul = bf16`, `amx = auto`, a CPU and kernel that allow the
+ * tiles) does it also repack BF16 matrices into the tiles' layout, once, and
+ * hang the copy on the prepared tensor's priv: data stays the row-major
+ * view, so the embedding lookup of a tied table reads rows as before while
+ * the lm_head product runs on the pack (plugins/common/cpu/README.md).
  */
 #include "config.h"
 
@@ -30,6 +31,11 @@ static const sy_key_decl keys[] = {
      "bf16 = activations rounded to BF16 and AVX512-BF16 dot products (2x the GEMM rate, results differ from f32 "
      "by ~0.15% RMS; f32 where the CPU lacks AVX512_BF16)",
      1, 0, "f32|bf16"},
+    {"amx", SY_KEY_ENUM, "auto",
+     "with matmul = bf16: auto = AMX-BF16 tiles where the CPU has them and Linux grants the tile state (BF16 weights "
+     "repacked once at load, about one more copy of them in memory), else the AVX512-BF16 kernel; off = always the "
+     "AVX512-BF16 kernel (A/B comparisons)",
+     1, 0, "auto|off"},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -67,6 +73,9 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     const char *matmul = sy_kv_get(cfg, n_cfg, "matmul");
     if (matmul && strcmp(matmul, "f32") != 0 && strcmp(matmul, "bf16") != 0)
         return sy_err_set(err, SY_ERR_INVALID, "matmul = %s: expected f32 or bf16", matmul);
+    const char *amx = sy_kv_get(cfg, n_cfg, "amx");
+    if (amx && strcmp(amx, "auto") != 0 && strcmp(amx, "off") != 0)
+        return sy_err_set(err, SY_ERR_INVALID, "amx = %s: expected auto or off", amx);
 
     sy_cpu_dev *d = calloc(1, sizeof *d);
     if (!d)
@@ -86,9 +95,16 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
         d->bdot = syk_bf16dot_for(isa, why, sizeof why);
         if (!d->bdot) /* a config shared across machines still runs, exactly, where BF16 cannot */
             sy_logf(host, SY_LOG_WARN, SY_CPU_DEV_NAME, "matmul = bf16 falls back to f32: %s", why);
+        else if (!amx || strcmp(amx, "off") != 0) {
+            d->amx = syk_amx_for(isa, why, sizeof why);
+            if (!d->amx) /* one line: the run is still BF16, on the older kernel */
+                sy_logf(host, syk_cpu_has_amx_bf16(NULL, 0) ? SY_LOG_WARN : SY_LOG_INFO, SY_CPU_DEV_NAME,
+                        "matmul = bf16 runs the AVX512-BF16 kernel, not AMX: %s", why);
+        }
     }
     sy_logf(host, SY_LOG_INFO, SY_CPU_DEV_NAME, "%d worker threads, %s kernels%s", d->par.n_workers,
-            syk_isa_name(isa), d->bdot ? ", BF16 dot products for BF16 weights" : "");
+            syk_isa_name(isa),
+            d->amx ? ", AMX-BF16 tiles for BF16 weights" : d->bdot ? ", BF16 dot products for BF16 weights" : "");
     *inst = d;
     return SY_OK;
 }
@@ -199,13 +215,34 @@ static int dev_prepare_weight(void *inst, const char *name, const sy_tensor *hos
                           name ? name : "?", host->ndim, host->ndim > 0 ? (long long)host->stride[host->ndim - 1] : 0LL);
     *out = *host;
     out->priv = NULL;
+    sy_cpu_dev *d = inst;
+    if (d->amx && host->dtype == SY_DTYPE_BF16 && host->ndim >= 2 && r > 0 && c > 0) {
+        /* lm_head.weight of its own: the model is untied, so the embedding's pack would never be multiplied. */
+        if (d->embed_pack && name && strcmp(name, "lm_head.weight") == 0 && d->embed_pack->src != host->data)
+            syk_amx_pack_drop(d->host, d->embed_pack);
+        syk_amx_pack *pk = syk_amx_pack_new(d->host, host->data, r, c, ld);
+        if (!pk)
+            return sy_err_set(err, SY_ERR_NOMEM, "prepare_weight %s: cannot allocate the AMX copy of [%lld, %lld] BF16 "
+                              "(%.1f MiB; amx = off runs without it)", name ? name : "?", (long long)r, (long long)c,
+                              (double)r * (double)c * 2.0 / 1048576.0);
+        out->priv = pk;
+        if (name && strcmp(name, "model.embed_tokens.weight") == 0)
+            d->embed_pack = pk;
+    }
     return SY_OK;
 }
 
 static void dev_release_weight(void *inst, sy_tensor *w)
 {
-    (void)inst;
-    (void)w; /* prepare_weight keeps the host's view: nothing to free */
+    sy_cpu_dev *d = inst;
+    /* The view is the host's; only an AMX pack is ours. */
+    syk_amx_pack *pk = w && w->priv && ((const syk_amx_pack *)w->priv)->magic == SYK_AMX_MAGIC ? w->priv : NULL;
+    if (!pk)
+        return;
+    if (pk == d->embed_pack)
+        d->embed_pack = NULL;
+    syk_amx_pack_free(d->host, pk);
+    w->priv = NULL;
 }
 
 static int dev_synchronize(void *inst, sy_err *err)

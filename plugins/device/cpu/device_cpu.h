@@ -20,6 +20,10 @@ typedef struct sy_cpu_dev {
     syk_par par; /* over pool */
     /* `matmul = bf16` on a CPU with AVX512_BF16: the BF16 path, else NULL. */
     const syk_bf16dot *bdot;
+    /* With bdot, `amx = auto` on a CPU and kernel that allow the tiles: the AMX kernels (kern_amx.c), else NULL.
+     * prepare_weight then repacks BF16 matrices for them (the pack in the prepared tensor's priv). */
+    const syk_amx *amx;
+    syk_amx_pack *embed_pack; /* the embedding's pack, dropped when a separate lm_head arrives (untied) */
     uint16_t *xb;     /* x rounded to BF16 for the BF16 path; grows to the largest batch x k seen */
     size_t xb_cap;    /* elements */
     /* The sample op's per-worker softmax and candidate scratch (device_sample.c). */

@@ -177,6 +177,7 @@ static int linear_setup(const sy_tensor *x, const sy_tensor *w, const sy_tensor 
         .m = m,
         .k = k,
         .wq = syk_wdtype_quant(w->dtype) ? w : NULL,
+        .amx_w = syk_amx_pack_of(w), /* used only when bdot_setup turns the BF16 path on */
     };
     return SY_OK;
 }
@@ -211,6 +212,7 @@ static int bdot_setup(sy_cpu_dev *d, syk_gemm *g, int n, const char *op, sy_err 
         if (!(g[i].wdtype == SY_DTYPE_BF16 && g[i].n > 0 && g[i].m > 0 && g[i].k > 0))
             continue;
         g[i].bdot = d->bdot;
+        g[i].amx = g[i].amx_w ? d->amx : NULL;
         g[i].ldxb = g[i].k;
         for (int p = 0; p < i && !g[i].xb; p++)
             if (g[p].xb && g[p].x == g[i].x && g[p].ldx == g[i].ldx && g[p].n == g[i].n && g[p].k == g[i].k)

@@ -31,6 +31,11 @@ static const sy_key_decl keys[] = {
      "expert products with BF16 weights: f32 = exact products, F32 sums; bf16 = inputs rounded to BF16 and "
      "AVX512-BF16 dot products (faster prefill, slightly different results; f32 where the CPU lacks AVX512_BF16)",
      1, 0, "f32|bf16"},
+    {"amx", SY_KEY_ENUM, "auto",
+     "with matmul = bf16: auto = AMX-BF16 tiles where the CPU has them and Linux grants the tile state (BF16 experts "
+     "repacked once at prepare_layer, one more copy of them in memory), else the AVX512-BF16 kernel; off = always "
+     "AVX512-BF16",
+     1, 0, "auto|off"},
     {"tuning_dir", SY_KEY_STRING, SY_MOE_TUNING_DIR,
      "MoE tuning tables: <dir>/cpu-<isa>/<cpu model>/E=..,N=..,K=..,dtype=...ini (docs/moe-tuning.md)", 0, 0, NULL},
     /* Opt-in (it changes the numbers); the reference moe cuda's fp4mma tiles are checked against. */
@@ -84,6 +89,9 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     const char *matmul = sy_kv_get(cfg, n_cfg, "matmul");
     if (matmul && strcmp(matmul, "f32") != 0 && strcmp(matmul, "bf16") != 0)
         return sy_err_set(err, SY_ERR_INVALID, "matmul = %s: expected f32 or bf16", matmul);
+    const char *amx = sy_kv_get(cfg, n_cfg, "amx");
+    if (amx && strcmp(amx, "auto") != 0 && strcmp(amx, "off") != 0)
+        return sy_err_set(err, SY_ERR_INVALID, "amx = %s: expected auto or off", amx);
     moe_cpu *m = calloc(1, sizeof *m);
     if (!m)
         return sy_err_set(err, SY_ERR_NOMEM, "moe cpu: cannot allocate the instance");
@@ -92,6 +100,12 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
         m->bdot = syk_bf16dot_for(isa, why, sizeof why);
         if (!m->bdot)
             sy_logf(host, SY_LOG_WARN, SY_MOE_CPU_NAME, "matmul = bf16 falls back to f32: %s", why);
+        else if (!amx || strcmp(amx, "off") != 0) {
+            m->amx = syk_amx_for(isa, why, sizeof why);
+            if (!m->amx)
+                sy_logf(host, syk_cpu_has_amx_bf16(NULL, 0) ? SY_LOG_WARN : SY_LOG_INFO, SY_MOE_CPU_NAME,
+                        "matmul = bf16 runs the AVX512-BF16 kernel, not AMX: %s", why);
+        }
     }
     const char *act = sy_kv_get(cfg, n_cfg, "activations");
     if (act && *act && strcmp(act, "f32") != 0 && strcmp(act, "nvfp4") != 0 && strcmp(act, "mxfp4") != 0) {
@@ -118,10 +132,22 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     return SY_OK;
 }
 
+static void free_packs(moe_cpu *m, moe_layer *L)
+{
+    if (!L->packs)
+        return;
+    for (int32_t i = 0; i < 3 * L->n_packs; i++)
+        syk_amx_pack_free(m->host, L->packs[i]);
+    free(L->packs);
+    L->packs = NULL;
+    L->n_packs = 0;
+}
+
 static void release(moe_cpu *m)
 {
     if (m->layers) {
         for (int32_t l = 0; l < m->p.n_layers; l++) {
+            free_packs(m, &m->layers[l]);
             free(m->layers[l].gate);
             free(m->layers[l].bias);
             free(m->layers[l].gbias);
@@ -318,7 +344,31 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
     memcpy(views, gate, sizeof(sy_tensor) * (size_t)EL);
     memcpy(views + EL, up, sizeof(sy_tensor) * (size_t)EL);
     memcpy(views + 2 * EL, down, sizeof(sy_tensor) * (size_t)EL);
+    syk_amx_pack **packs = NULL;
+    if (m->amx && m->p.weight_dtype == SY_DTYPE_BF16) {
+        /* Once per expert at load; forward then only reads the packs (the views' pages are not touched again). */
+        packs = calloc(3 * (size_t)EL, sizeof *packs);
+        for (int32_t i = 0; packs && i < 3 * EL; i++) {
+            int64_t r, c, ld;
+            syk_view2d(&views[i], &r, &c, &ld);
+            if (!(packs[i] = syk_amx_pack_new(m->host, views[i].data, r, c, ld))) {
+                for (int32_t j = 0; j < i; j++)
+                    syk_amx_pack_free(m->host, packs[j]);
+                free(packs);
+                packs = NULL;
+            }
+        }
+        if (!packs) {
+            free(views);
+            free(bias);
+            return sy_err_set(err, SY_ERR_NOMEM, "moe prepare_layer: layer %d: cannot allocate the AMX copies of %d "
+                              "experts (amx = off runs without them)", layer, EL);
+        }
+    }
     moe_layer *L = &m->layers[layer];
+    free_packs(m, L);
+    L->packs = packs;
+    L->n_packs = packs ? EL : 0;
     free(L->gate);
     free(L->bias);
     L->gate = views;

@@ -15,6 +15,9 @@
 typedef struct moe_layer {
     int ready;
     sy_tensor *gate, *up, *down; /* e_count views each (the caller's mmap stays valid) */
+    /* With amx: each BF16 expert's three matrices repacked for the tiles, [3][e_count] (gate, up, down), else NULL. */
+    syk_amx_pack **packs;
+    int32_t n_packs;
     double *bias;                /* n_experts, or NULL: selection-only score bias */
     /* prepare_layer_bias (has_bias), F32 copies, e_count experts each: [e][inter], [e][inter], [e][hidden] or NULL. */
     float *gbias, *ubias, *dbias;
@@ -53,6 +56,7 @@ typedef struct moe_cpu {
     float *ye;           /* [A, hidden] expert outputs */
     /* `matmul = bf16` on a CPU with AVX512_BF16 (sykern.h), else NULL; then xe and act also as BF16: */
     const syk_bf16dot *bdot;
+    const syk_amx *amx;  /* with bdot, `amx = auto` where the tiles run: AMX-BF16 on packed experts, else NULL */
     uint16_t *xeb;       /* [A, hidden] */
     uint16_t *actb;      /* [A, inter] */
     /* `activations = nvfp4` (W4A4) on NVFP4 experts: the GEMMs' inputs quantised per row (symoe_fp4act.h). */

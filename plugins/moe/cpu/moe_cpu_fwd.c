@@ -106,8 +106,8 @@ static void quant_act_rows(void *arg, int64_t b, int64_t e, int worker)
 }
 
 /* bias: NULL, or the experts' F32 biases [e_count][m_cols] (the GEMM adds them after the dot products). */
-static syk_gemm expert_gemm(const pass *ps, int32_t e, const sy_tensor *w, const float *x, const uint16_t *xb,
-                            int64_t k, float *out, int64_t m_cols, const float *bias)
+static syk_gemm expert_gemm(const pass *ps, int32_t e, int which, const sy_tensor *w, const float *x,
+                            const uint16_t *xb, int64_t k, float *out, int64_t m_cols, const float *bias)
 {
     const moe_cpu *m = ps->m;
     int64_t r, c, ld;
@@ -131,6 +131,10 @@ static syk_gemm expert_gemm(const pass *ps, int32_t e, const sy_tensor *w, const
         g.bdot = m->bdot;
         g.xb = xb + (int64_t)m->offsets[e] * k;
         g.ldxb = k;
+        if (m->amx && ps->L->packs) { /* which: 0 gate, 1 up, 2 down */
+            g.amx_w = ps->L->packs[(int64_t)which * ps->L->n_packs + e];
+            g.amx = m->amx;
+        }
     }
     return g;
 }
@@ -147,8 +151,8 @@ static void gate_up_items(void *arg, int64_t b, int64_t e_, int worker)
         const int64_t c1 = c0 + ps->chunk_cols < F ? c0 + ps->chunk_cols : F;
         if (c0 >= c1)
             continue;
-        const syk_gemm g = expert_gemm(ps, e, &ps->L->gate[e], m->xe, m->xeb, H, m->act, F, ps->L->gbias);
-        const syk_gemm u = expert_gemm(ps, e, &ps->L->up[e], m->xe, m->xeb, H, m->upb, F, ps->L->ubias);
+        const syk_gemm g = expert_gemm(ps, e, 0, &ps->L->gate[e], m->xe, m->xeb, H, m->act, F, ps->L->gbias);
+        const syk_gemm u = expert_gemm(ps, e, 1, &ps->L->up[e], m->xe, m->xeb, H, m->upb, F, ps->L->ubias);
         expert_tile(ps, &g, c0, c1);
         expert_tile(ps, &u, c0, c1);
         const int clamp = m->p.activation == SY_MOE_ACT_SWIGLU_CLAMP;
@@ -176,7 +180,7 @@ static void down_items(void *arg, int64_t b, int64_t e_, int worker)
         const int64_t c1 = c0 + ps->chunk_cols < H ? c0 + ps->chunk_cols : H;
         if (c0 >= c1)
             continue;
-        const syk_gemm d = expert_gemm(ps, e, &ps->L->down[e], m->act, m->actb, F, m->ye, H, ps->L->dbias);
+        const syk_gemm d = expert_gemm(ps, e, 2, &ps->L->down[e], m->act, m->actb, F, m->ye, H, ps->L->dbias);
         expert_tile(ps, &d, c0, c1);
     }
 }
@@ -223,7 +227,8 @@ static void plan_columns(pass *ps, int64_t cols)
     if (cpe > max_cpe)
         cpe = max_cpe;
     int64_t width = (cols + cpe - 1) / cpe;
-    width = (width + 3) / 4 * 4;
+    const int64_t align = ps->m->amx ? SYK_AMX_PANEL : 4; /* AMX: whole panels, none computed twice */
+    width = (width + align - 1) / align * align;
     ps->chunk_cols = width;
     ps->cpe = (cols + width - 1) / width;
 }
