@@ -15,6 +15,7 @@ include $(srcdir)/tests/chat.mk
 include $(srcdir)/tests/grammar.mk
 include $(srcdir)/tests/toolcall.mk
 include $(srcdir)/tests/bench.mk
+include $(srcdir)/tests/bench_spec.mk
 include $(srcdir)/tests/comm.mk
 include $(srcdir)/tests/gpu/gpu.mk
 include $(srcdir)/tests/tp.mk
@@ -24,3 +25,4 @@ include $(srcdir)/tests/faults.mk
 include $(srcdir)/tests/graphs.mk
 include $(srcdir)/tests/fuzz.mk
 include $(srcdir)/tests/sdk/sdk.mk
+include $(srcdir)/tests/spec.mk

@@ -61,6 +61,27 @@ typedef struct bench_result {
     char *error;
 } bench_result;
 
+#define BENCH_MAX_SPEC 8
+
+/* switchyard_spec_* counters of one method label: draft tokens, accepted tokens, verifications. */
+typedef struct bench_spec_method {
+    char method[16];
+    double v[3];
+} bench_spec_method;
+
+typedef struct bench_spec_counts {
+    int n;
+    bench_spec_method m[BENCH_MAX_SPEC];
+} bench_spec_counts;
+
+/* A level's speculative decoding, one method: the counters' differences and what they give. */
+typedef struct bench_spec_level {
+    char method[16];
+    double v[3];
+    double acceptance;           /* accepted / draft tokens */
+    double mean_accepted_length; /* tokens per verification: 1 + accepted / verifies */
+} bench_spec_level;
+
 typedef struct bench_stats {
     int concurrency;     /* 0: unlimited */
     double request_rate; /* 0: all at once */
@@ -76,6 +97,10 @@ typedef struct bench_stats {
     double e2e_mean, e2e_p50, e2e_p90, e2e_p99;
     double max_concurrency_seen;
     char first_error[512];
+    /* From GET /metrics before and after the level; n_spec 0: the server did not speculate (or has no such
+     * counters). */
+    int n_spec;
+    bench_spec_level spec[BENCH_MAX_SPEC];
 } bench_stats;
 
 /* bench_args.c */
@@ -103,6 +128,10 @@ double bench_percentile(double *v, size_t n, double p); /* sorts v */
 void bench_print_header(const bench_opts *o, const char *model);
 void bench_print_table(const bench_stats *s, int n, int header);
 int bench_write_json(const char *path, const bench_opts *o, const char *model, const bench_stats *s, int n);
+
+/* bench_metrics.c: the switchyard_spec_* counters of GET /metrics; -1 when it cannot be read. */
+int bench_scrape_spec(const bench_opts *o, bench_spec_counts *out);
+void bench_spec_delta(const bench_spec_counts *before, const bench_spec_counts *after, bench_stats *s);
 
 /* bench_png.c */
 int bench_write_plot(const char *path, const bench_stats *s, int n, char *err, size_t errlen);

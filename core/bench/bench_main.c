@@ -176,6 +176,8 @@ int sy_cmd_bench(int argc, char **argv)
     for (int i = 0; res && i < o.n_conc; i++) {
         char err[512];
         double rate = o.rate_given && isfinite(o.request_rate) ? o.request_rate : 0;
+        bench_spec_counts spec0, spec1;
+        const int have_spec = bench_scrape_spec(&o, &spec0) == 0;
         double t0 = bench_now();
         int lr = bench_run_level(&o, prompts, n, o.conc[i], rate, res, err, sizeof err);
         double dur = bench_now() - t0;
@@ -188,6 +190,9 @@ int sy_cmd_bench(int argc, char **argv)
         stats[i].concurrency = o.conc[i];
         stats[i].request_rate = rate;
         bench_compute_stats(res, n, dur, &stats[i]);
+        stats[i].n_spec = 0;
+        if (have_spec && bench_scrape_spec(&o, &spec1) == 0)
+            bench_spec_delta(&spec0, &spec1, &stats[i]);
         bench_results_free(res, n);
         bench_print_table(&stats[i], 1, i == 0);
         if (stats[i].resent)

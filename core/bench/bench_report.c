@@ -51,6 +51,11 @@ void bench_print_table(const bench_stats *s, int n, int header)
                x->output_throughput, x->peak_output_throughput, x->ttft_mean, x->ttft_p50, x->ttft_p99,
                x->tpot_mean, x->tpot_p50, x->tpot_p99, x->itl_p50, x->itl_p99, x->e2e_mean, x->e2e_p50,
                x->e2e_p99);
+        for (int k = 0; k < x->n_spec; k++)
+            printf("  speculative %s: acceptance %.3f, mean accepted length %.3f (%.0f drafts, %.0f accepted, %.0f "
+                   "verifies)\n",
+                   x->spec[k].method, x->spec[k].acceptance, x->spec[k].mean_accepted_length, x->spec[k].v[0],
+                   x->spec[k].v[1], x->spec[k].v[2]);
     }
     fflush(stdout);
 }
@@ -95,6 +100,16 @@ static json_t *level_json(const bench_stats *x)
 #undef R
     if (x->first_error[0])
         json_object_set_new(o, "first_error", json_string(x->first_error));
+    if (x->n_spec > 0) {
+        json_t *sp = json_object();
+        for (int k = 0; k < x->n_spec; k++)
+            json_object_set_new(sp, x->spec[k].method,
+                                json_pack("{s:f, s:f, s:f, s:f, s:f}", "acceptance_rate", x->spec[k].acceptance,
+                                          "mean_accepted_length", x->spec[k].mean_accepted_length, "draft_tokens",
+                                          x->spec[k].v[0], "accepted_tokens", x->spec[k].v[1], "verifies",
+                                          x->spec[k].v[2]));
+        json_object_set_new(o, "speculative", sp);
+    }
     return o;
 }
 

@@ -4,6 +4,8 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "engine/generate.h"
+#include "serve/sched_generate.h"
+#include "spec/spec.h"
 #include "util/log.h"
 
 #include <stdio.h>
@@ -21,7 +23,8 @@ static void usage(FILE *f)
             "  --ignore-eos    keep going past the end-of-sequence token\n"
             "  --print-ids     print the prompt and generated ids to stderr when done\n"
             "  --logits-out F  write each step's logits as raw float32 rows (vocab per row)\n"
-            "  --stats         print prefill and decode speed to stderr\n"
+            "  --stats         print prefill and decode speed to stderr (and, with [speculative] on, the\n"
+            "                  acceptance rate and mean accepted length)\n"
             SY_CLI_DIST_HELP);
 }
 
@@ -222,7 +225,17 @@ int sy_cmd_generate(int argc, char **argv)
     }
     gp.fn_skips_logits = !g.logits_out;
     sy_gen_stats st;
-    if (sy_generate(e, ids, n_ids, &gp, on_token, &g, &st, &err)) {
+    sy_sched_stats sst;
+    sy_spec_config spec;
+    if (sy_spec_config_read(cfg, &spec, &err)) {
+        fprintf(stderr, "switchyard: %s\n", err.msg);
+        rc = 1;
+    } else if (spec.method != SY_SPEC_NONE && g.logits_out) {
+        fprintf(stderr, "switchyard: --logits-out needs [speculative] method = none (a verify step's rows are not "
+                "one per token)\n");
+        rc = 2;
+    } else if (spec.method != SY_SPEC_NONE ? sy_sched_generate(e, cfg, ids, n_ids, &gp, on_token, &g, &st, &sst, &err)
+                                           : sy_generate(e, ids, n_ids, &gp, on_token, &g, &st, &err)) {
         fprintf(stderr, "\nswitchyard: %s\n", err.msg);
         rc = 1;
     }
@@ -254,6 +267,13 @@ int sy_cmd_generate(int argc, char **argv)
     if (stats && rc == 0)
         fprintf(stderr, "greedy picks on the device: %llu\nsampled picks on the device: %llu\n",
                 (unsigned long long)sy_engine_device_picks(e), (unsigned long long)sy_engine_device_samples(e));
+    if (stats && rc == 0 && spec.method != SY_SPEC_NONE)
+        fprintf(stderr, "speculative (%s): %llu drafts, %llu accepted (acceptance %.3f); %llu verifies, mean accepted "
+                "length %.3f tokens per verify\n", sy_spec_method_name(spec.method),
+                (unsigned long long)sst.spec_draft_tokens, (unsigned long long)sst.spec_accepted_tokens,
+                sst.spec_draft_tokens ? (double)sst.spec_accepted_tokens / (double)sst.spec_draft_tokens : 0.0,
+                (unsigned long long)sst.spec_verifies,
+                sst.spec_verifies ? 1.0 + (double)sst.spec_accepted_tokens / (double)sst.spec_verifies : 0.0);
     if (stats && rc == 0) {
         sy_engine_graph_counts gc;
         sy_engine_graph_stats(e, &gc);

@@ -178,7 +178,7 @@ int sy_cmd_serve(int argc, char **argv)
     const char *mw = sy_config_get(cfg, "scheduler", "max_waiting");
     const char *dt = sy_config_get(cfg, "scheduler", "drain_timeout");
     const double drain_s = dt ? strtod(dt, NULL) : 30.0;
-    sy_server_opts so = {.max_waiting = mw ? (int32_t)strtol(mw, NULL, 10) : 1024, .model_id = NULL};
+    sy_server_opts so = {.max_waiting = mw ? (int32_t)strtol(mw, NULL, 10) : 1024, .model_id = NULL, .config = cfg};
     if (sy_server_new(e, &so, &srv, &err) || sy_server_start(srv, &err)) {
         fprintf(stderr, "switchyard: %s\n", err.msg);
         goto out;

@@ -5,6 +5,7 @@
 int sy_cmd_bench(int argc, char **argv);
 int sy_cmd_bench_comm(int argc, char **argv);
 int sy_cmd_bench_grammar(int argc, char **argv);
+int sy_cmd_bench_spec(int argc, char **argv);
 int sy_cmd_doctor(int argc, char **argv);
 int sy_cmd_generate(int argc, char **argv);
 int sy_cmd_plugins(int argc, char **argv);

@@ -14,6 +14,7 @@ static void usage(FILE *f)
             "  bench      benchmark a running server (SGLang bench_serving's figures)\n"
             "  bench-comm allreduce latency and bus bandwidth of the comm plugins (nccl-tests' table)\n"
             "  bench-grammar  token-mask time per token for constrained decoding (JSON schema, json_any)\n"
+            "  bench-spec speculative decoding: verify and draft step cost vs a decode step, expected speedup\n"
             "  doctor     the GPUs, driver and CUDA runtime (or why they fail), and the plugins auto picks\n"
             "  generate   generate text from a prompt (streams to stdout)\n"
             "  plugins    list the plugins found, with probe scores or why they cannot run\n"
@@ -45,6 +46,8 @@ int main(int argc, char **argv)
         return sy_cmd_bench_comm(argc - 1, argv + 1);
     if (strcmp(cmd, "bench-grammar") == 0)
         return sy_cmd_bench_grammar(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench-spec") == 0)
+        return sy_cmd_bench_spec(argc - 1, argv + 1);
     if (strcmp(cmd, "doctor") == 0)
         return sy_cmd_doctor(argc - 1, argv + 1);
     if (strcmp(cmd, "generate") == 0)

@@ -53,7 +53,8 @@ int sy_plan_encode_step(sy_plan *p, const sy_step_seq *seqs, int32_t n_seqs, sy_
         *w++ = nt;
         *w++ = q->ctx_len;
         *w++ = nb;
-        *w++ = !q->want_logits ? 0 : q->greedy_id ? 2 : 1;
+        const int32_t m = q->n_logits > 1 ? q->n_logits : 0;
+        *w++ = (!q->want_logits && !m ? 0 : q->greedy_id ? 2 : 1) | m << 2;
         if (nt)
             memcpy(w, q->tokens, sizeof(int32_t) * (size_t)nt);
         w += nt;
@@ -129,11 +130,12 @@ int sy_plan_decode(sy_plan *p, sy_err *err)
         if (w[0] < 0 || w[2] < 0 || (size_t)w[0] + (size_t)w[2] > words - at - 4)
             return sy_err_set(err, SY_ERR_INVALID, "step plan: sequence %d claims %d tokens and %d blocks, past the "
                               "end of %zu words", s, w[0], w[2], words);
-        if (w[3] < 0 || w[3] > 2)
-            return sy_err_set(err, SY_ERR_INVALID, "step plan: sequence %d wants logits %d, expected 0, 1 or 2", s,
-                              w[3]);
-        p->seqs[s] = (sy_step_seq){.n_tokens = w[0], .ctx_len = w[1], .n_blocks = w[2], .want_logits = w[3] != 0,
-                                   .greedy_id = w[3] == 2 ? &p->greedy_sink : NULL, .tokens = w + 4,
+        const int32_t mode = w[3] & 3, m = w[3] >> 2;
+        if (w[3] < 0 || mode > 2 || m == 1 || m > SY_PLAN_MAX_ROWS || (m && (!mode || m > w[0])))
+            return sy_err_set(err, SY_ERR_INVALID, "step plan: sequence %d wants logits word %d, expected 0, 1 or 2, "
+                              "plus rows m << 2 with 2 <= m <= min(%d, its %d tokens)", s, w[3], SY_PLAN_MAX_ROWS, w[0]);
+        p->seqs[s] = (sy_step_seq){.n_tokens = w[0], .ctx_len = w[1], .n_blocks = w[2], .want_logits = mode != 0,
+                                   .n_logits = m, .greedy_id = mode == 2 ? p->greedy_sink : NULL, .tokens = w + 4,
                                    .blocks = w + 4 + w[0]};
         at += 4 + (size_t)w[0] + (size_t)w[2];
     }

@@ -6,7 +6,8 @@
  * Wire format (host byte order: every rank runs the same build on one kind
  * of machine; the header's magic names the format): a fixed 32-byte header, then payload_bytes of int32 values.
  *   STEP:      per sequence n_tokens, ctx_len, n_blocks, want_logits (0 no,
- *              1 a logits row, 2 only the greedy pick), then its tokens and
+ *              1 a logits row, 2 only the greedy pick; a verify's n_logits
+ *              m > 1 rides above them as m << 2), then its tokens and
  *              its block ids;
  *   COPY:      n_pairs source blocks, then n_pairs destination blocks;
  *   HEARTBEAT, SHUTDOWN: no payload.
@@ -27,6 +28,9 @@
 #include "engine/engine.h"
 #include "switchyard/plugin.h"
 
+/* Most logits rows one sequence of a step may ask for (sy_step_seq.n_logits: 1 + [speculative] num_draft_tokens). */
+#define SY_PLAN_MAX_ROWS 64
+
 enum { SY_PLAN_STEP = 1, SY_PLAN_HEARTBEAT = 2, SY_PLAN_COPY = 3, SY_PLAN_SHUTDOWN = 4 };
 
 typedef struct sy_plan_hdr {
@@ -46,7 +50,8 @@ typedef struct sy_plan {
     sy_step_seq *seqs;
     int32_t cap_seqs;
     const int32_t *src, *dst; /* COPY */
-    int32_t greedy_sink;      /* a decoded greedy_id points here: followers only need to know it is set */
+    /* A decoded greedy_id points here: followers only need to know it is set ([SY_PLAN_MAX_ROWS]: a verify's picks). */
+    int32_t greedy_sink[SY_PLAN_MAX_ROWS];
 } sy_plan;
 
 /* Encodes a STEP into p (reusing its buffers). */

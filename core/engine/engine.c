@@ -6,6 +6,7 @@
 #include "model/load_progress.h"
 #include "util/log.h"
 #include "util/util.h"
+#include "spec/spec.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -82,7 +83,6 @@ static int prepare(sy_engine *e, const char *name, const sy_tensor *host, sy_ten
 static int prepare_weights(sy_engine *e, sy_err *err)
 {
     const sy_model *m = e->model;
-    const sy_model_config *c = e->mc;
     int rc;
     if ((rc = prepare(e, "model.norm.weight", &m->final_norm, &e->final_norm, err)))
         return rc;
@@ -104,11 +104,11 @@ static int prepare_weights(sy_engine *e, sy_err *err)
             return rc;
     }
 
-    e->layers = calloc((size_t)c->n_layers, sizeof *e->layers);
+    e->layers = calloc((size_t)e->n_kv_layers, sizeof *e->layers);
     if (!e->layers)
-        return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate %d layers", c->n_layers);
-    for (int32_t l = 0; l < c->n_layers; l++) {
-        const sy_layer_weights *s = &m->layers[l];
+        return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate %d layers", e->n_kv_layers);
+    for (int32_t l = 0; l < e->n_kv_layers; l++) { /* the MTP layer's block last (sy__engine_host_layer) */
+        const sy_layer_weights *s = sy__engine_host_layer(e, l);
         sy_layer_weights *d = &e->layers[l];
         sy_layer_weights shard;
         if (e->tp_size > 1) {
@@ -180,7 +180,7 @@ static void release_weights(sy_engine *e)
     }
     void *di = e->device->inst;
     if (e->layers) {
-        for (int32_t l = 0; l < e->mc->n_layers; l++) {
+        for (int32_t l = 0; l < e->n_kv_layers; l++) {
             sy_tensor *ts[] = {&e->layers[l].attn_norm, &e->layers[l].wq,     &e->layers[l].wk,
                                &e->layers[l].wv,        &e->layers[l].wo,     &e->layers[l].bq,
                                &e->layers[l].bk,        &e->layers[l].bv,     &e->layers[l].q_norm,
@@ -233,7 +233,7 @@ static int setup_attention(sy_engine *e, const sy_config *cfg, const sy_kv *sk, 
     sy_attn_problem *p = &e->attn_problem;
     memset(p, 0, sizeof *p);
     p->struct_size = sizeof *p;
-    p->n_layers = c->n_layers;
+    p->n_layers = e->n_kv_layers; /* with the MTP layer: its K/V as one more layer */
     p->n_heads = c->n_heads / e->tp_size; /* this rank's heads: its KV cache holds only those */
     p->n_kv_heads = c->n_kv_heads / e->tp_size;
     p->head_dim = c->head_dim;
@@ -262,7 +262,7 @@ static int setup_attention(sy_engine *e, const sy_config *cfg, const sy_kv *sk, 
     unsigned long long cache_bytes = 0;
     sy_parse_size(kv_str(sk, nsk, "kv_cache_size"), &cache_bytes);
     const unsigned long long per_block =
-        2ull * (unsigned long long)c->n_layers * (unsigned long long)p->block_size * (unsigned long long)p->n_kv_heads *
+        2ull * (unsigned long long)e->n_kv_layers * (unsigned long long)p->block_size * (unsigned long long)p->n_kv_heads *
         (unsigned long long)c->head_dim * kv_elem_bytes(cfg);
     unsigned long long n_blocks = cache_bytes / per_block;
     /* No point in more blocks than every running sequence at full length needs. */
@@ -311,7 +311,7 @@ static int setup_moe(sy_engine *e, const sy_config *cfg, sy_err *err)
     e->mo = e->moe->ops;
     sy_moe_problem p = {0};
     p.struct_size = sizeof p;
-    p.n_layers = c->n_layers;
+    p.n_layers = e->n_kv_layers; /* the MTP layer's experts under layer index n_layers */
     p.n_experts = c->n_experts;
     p.top_k = c->top_k;
     p.hidden = c->hidden;
@@ -352,6 +352,59 @@ static int setup_moe(sy_engine *e, const sy_config *cfg, sy_err *err)
                           "hold a subset of the experts; use moe_parallel = tensor or a plugin that has it",
                           e->moe->plugin->desc->name, e->moe->plugin->path);
     return e->mo->set_expert_range(e->moe->inst, e->ep_first, e->ep_count, err);
+}
+
+/* A verify step carries 1 + k logits rows per speculating sequence: the head's buffers are sized for it only when
+ * [speculative] is on, so memory stays as it was without it. */
+static int size_logit_rows(sy_engine *e, const sy_config *cfg, sy_err *err)
+{
+    sy_spec_config spec;
+    int rc = sy_spec_config_read(cfg, &spec, err);
+    if (rc)
+        return rc;
+    int64_t rows = e->max_seqs;
+    if (spec.method != SY_SPEC_NONE)
+        rows *= 1 + spec.num_draft_tokens;
+    const int64_t most = e->max_batch_tokens > e->max_seqs ? e->max_batch_tokens : e->max_seqs;
+    e->max_sel = (int32_t)(rows < most ? rows : most); /* a row is a token of the step */
+    return SY_OK;
+}
+
+/* The checkpoint's layers stored after the decoder layers serve [speculative] method = mtp. */
+static int mtp_wanted(const sy_config *cfg, bool *want, sy_err *err)
+{
+    sy_spec_config spec;
+    int rc = sy_spec_config_read(cfg, &spec, err);
+    *want = rc == SY_OK && spec.method == SY_SPEC_MTP;
+    return rc;
+}
+
+/* Loads the model, with its MTP layers when [speculative] method = mtp (which then needs some). */
+static int load_model(sy_engine *e, const sy_config *cfg, const char *dir, sy_load_progress *progress, sy_err *err)
+{
+    bool want_mtp = false;
+    int rc = mtp_wanted(cfg, &want_mtp, err);
+    if (rc)
+        return rc;
+    const sy_model_load_opts lo = {.progress = sy_load_progress_report, .progress_arg = progress, .load_mtp = want_mtp};
+    if ((rc = sy_model_load_with(dir, &lo, &e->model, err)))
+        return rc;
+    const sy_model_config *c = &e->model->cfg;
+    if (want_mtp && e->model->n_mtp <= 0)
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "[speculative] method = mtp needs the checkpoint's multi-token-prediction layers, but %s/"
+                          "config.json has num_nextn_predict_layers %d (%s); use method = ngram or draft",
+                          dir, c->n_mtp_layers, c->arch_name);
+    /* SGLang's chaining with one layer: the first MTP layer drafts every step, whatever the checkpoint has. */
+    e->n_mtp = want_mtp ? 1 : 0;
+    e->n_kv_layers = c->n_layers + e->n_mtp;
+    return SY_OK;
+}
+
+/* The host views of layer l: a decoder layer, or (l == n_layers) the MTP layer's block. */
+const sy_layer_weights *sy__engine_host_layer(const sy_engine *e, int32_t l)
+{
+    return l < e->mc->n_layers ? &e->model->layers[l] : &e->model->mtp[l - e->mc->n_layers].block;
 }
 
 int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine **out, sy_err *err)
@@ -395,7 +448,7 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
     sy_info("loading model from %s", model_dir);
     sy_load_progress progress;
     sy_load_progress_init(&progress, opts && opts->progress);
-    rc = sy_model_load(model_dir, sy_load_progress_report, &progress, &e->model, err);
+    rc = load_model(e, cfg, model_dir, &progress, err);
     sy_load_progress_done(&progress);
     if (rc)
         goto fail;
@@ -418,12 +471,21 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
     e->max_seqs = (int32_t)sy_kv_int(sk, nsk, "max_running", 64);
     if (e->max_seqs > e->max_batch_tokens)
         e->max_seqs = e->max_batch_tokens;
+    if ((rc = size_logit_rows(e, cfg, err)))
+        goto fail;
     const int32_t bs = (int32_t)sy_kv_int(sk, nsk, "kv_block_size", 16);
     e->max_blocks_per_seq = (e->max_seq_len + bs - 1) / bs;
 
     /* The group first: how the weights are split depends on this rank's place in it. */
     if ((rc = sy__engine_join_group(e, cfg, opts ? opts->dist : NULL, device_name, err)))
         goto fail;
+    if (e->n_mtp && e->tp_size > 1) {
+        rc = sy_err_set(err, SY_ERR_UNSUPPORTED,
+                        "[speculative] method = mtp does not run tensor parallel yet (--tp %d): serve %s with --tp 1 "
+                        "or use method = ngram",
+                        e->tp_size, model_dir);
+        goto fail;
+    }
     if ((rc = sy__engine_open_plugin(e, cfg, "attention", SY_KIND_ATTN, "auto", device_name, &e->attn, err)))
         goto fail;
     e->att = e->attn->ops;
@@ -446,7 +508,8 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
                                .mscale = sy_rope_attention_factor(e->mc)};
 
     sy__graphs_init(e, cfg); /* before the step arrays: with graphs on they are the device's host memory */
-    if ((rc = prepare_weights(e, err)) || (rc = sy__engine_alloc_activations(e, err)))
+    if ((rc = prepare_weights(e, err)) || (rc = sy__engine_alloc_activations(e, err)) ||
+        (e->n_mtp && (rc = sy__mtp_open(e, err))))
         goto fail;
     /* Steps may run on another thread (serve), and a GPU plugin's work queued while loading (uploads, cache
      * clearing) is ordered only with that thread's later work: let it finish first. */
@@ -488,6 +551,7 @@ void sy_engine_close(sy_engine *e)
     sy__tp_shutdown(e); /* rank 0 releases the followers before its collectives go away */
     sy__graphs_free(e);
     sy__engine_free_activations(e);
+    sy__mtp_close(e);
     sy__mla_close(e);
     release_weights(e);
     sy_kv_blocks_fini(&e->kv);
@@ -518,4 +582,15 @@ sy_kv_blocks *sy_engine_kv(sy_engine *e) { return &e->kv; }
 int32_t sy_engine_max_seq_len(const sy_engine *e) { return e->max_seq_len; }
 int32_t sy_engine_max_batch_tokens(const sy_engine *e) { return e->max_batch_tokens; }
 int32_t sy_engine_max_seqs(const sy_engine *e) { return e->max_seqs; }
+int32_t sy_engine_max_logit_rows(const sy_engine *e) { return e->max_sel; }
 const char *sy_engine_describe(const sy_engine *e) { return e->describe; }
+
+const char *sy_engine_plugin_path(const sy_engine *e, int kind)
+{
+    const sy_plugin_inst *pi = kind == SY_KIND_DEVICE ? e->device
+                               : kind == SY_KIND_ATTN ? e->attn
+                               : kind == SY_KIND_MOE  ? e->moe
+                               : kind == SY_KIND_COMM ? e->comm
+                                                      : NULL;
+    return pi ? pi->plugin->path : NULL;
+}

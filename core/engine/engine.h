@@ -58,8 +58,13 @@ int32_t sy_engine_max_seq_len(const sy_engine *e);
 int32_t sy_engine_max_batch_tokens(const sy_engine *e);
 /* Most sequences one step may carry. */
 int32_t sy_engine_max_seqs(const sy_engine *e);
+/* Most logits rows (or picks) one step may produce: max_seqs, times 1 + num_draft_tokens with [speculative] on. */
+int32_t sy_engine_max_logit_rows(const sy_engine *e);
 /* "device=cpu attn=cpu moe=cpu comm=local": which plugins were chosen. */
 const char *sy_engine_describe(const sy_engine *e);
+/* The file of the plugin the engine runs for kind (SY_KIND_DEVICE, _ATTN, _MOE, _COMM); NULL when it has none
+ * (no moe plugin for a dense model): a second engine (a draft model) opens the same ones. */
+const char *sy_engine_plugin_path(const sy_engine *e, int kind);
 
 /* One sequence's share of a step. */
 typedef struct sy_step_seq {
@@ -80,13 +85,17 @@ typedef struct sy_step_seq {
      * parallelism (sy_engine_tp_size > 1): leave it NULL there and let such
      * rows come back as logits. */
     const sy_sample_row *sample;
+    /* 0 or 1: as want_logits says. m > 1 (speculative verification, core/spec): logits for each of the
+     * last m new tokens, in position order, want_logits or not: m rows, or with greedy_id the m picks
+     * greedy_id[0..m). Not with sample. At most sy_engine_max_logit_rows over the step. */
+    int32_t n_logits;
 } sy_step_seq;
 
 /*
  * Runs the model over the batch: writes K/V of the new tokens into each
  * sequence's blocks and, for each sequence with want_logits and no
  * greedy_id, one row of vocab logits into logits (rows in sequence order,
- * greedy_id sequences taking no row). logits has room for a row per
+ * greedy_id sequences taking no row; n_logits > 1: that many rows). logits has room for a row per
  * want_logits sequence all the same: past the rows it is scratch (the
  * host picks when the device does not).
  */
@@ -110,6 +119,43 @@ void sy_engine_graph_stats(const sy_engine *e, sy_engine_graph_counts *out);
 
 /* Copies KV blocks src[i] -> dst[i] (prefix-cache copy-on-write), on every rank. */
 int sy_engine_copy_blocks(sy_engine *e, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err);
+
+/* ---- multi-token prediction ([speculative] method = mtp; forward_mtp.c, core/spec/spec_mtp.c)
+ *
+ * The checkpoint's first MTP layer (DeepSeek-V3, GLM-4.5, GLM-5) at position p: x = eh_proj([enorm(embed(t));
+ * hnorm(h_p)]) with t the token at p + 1 and h_p the target's final-normed hidden state at p (the row its
+ * lm_head reads), one decoder block over x (its K/V, or MLA latents, written into the sequence's own blocks
+ * at p as layer n_layers: rolling the target back rolls it back too), g_p = the block's output (the
+ * residual stream, before shared_head.norm), logits = shared_head.head(shared_head.norm(g_p)), which
+ * predict the token at p + 2. A chained draft feeds g_p back as the hidden state of position p + 1.
+ */
+
+/* One sequence's rows of an MTP step: positions pos0 .. pos0 + n - 1. */
+typedef struct sy_mtp_seq {
+    const int32_t *tokens; /* [n]: for each position p, the token at p + 1 (the one the MTP layer embeds) */
+    int32_t n;
+    int32_t pos0;          /* the MTP layer's KV holds this sequence's positions [0, pos0) */
+    const int32_t *blocks; /* the sequence's block table (the target's), covering pos0 + n positions */
+    int32_t n_blocks;
+    /* Each row's hidden state h_p: target_row >= 0: rows target_row .. target_row + n - 1 of the last
+     * sy_engine_step (its token rows, in step order); target_row < 0: hidden [n, H] on the host (an
+     * earlier MTP step's hidden_out, for chaining). */
+    int32_t target_row;
+    const float *hidden;
+    /* Outputs of the last n_out rows (0: the last row only), each NULL when not wanted: their MTP hidden
+     * states g [n_out, H], greedy picks [n_out] (sy_greedy_pick's rule, on the device when it can) and
+     * logits [n_out, vocab]. */
+    int32_t n_out;
+    float *hidden_out;
+    int32_t *greedy_id;
+    float *logits;
+} sy_mtp_seq;
+
+/* The engine was opened with [speculative] method = mtp and prepared the MTP layer. */
+bool sy_engine_has_mtp(const sy_engine *e);
+/* One MTP forward over the batch (not with tensor parallelism: sy_engine_open refuses mtp there). The target
+ * rows stay valid until the next sy_engine_step; MTP steps do not touch them. */
+int sy_engine_mtp_step(sy_engine *e, const sy_mtp_seq *seqs, int32_t n_seqs, sy_err *err);
 
 /* ---- tensor parallelism (a group of one: these do nothing) */
 

@@ -6,3 +6,5 @@ libsycore_a_SOURCES += \
 	core/engine/rope.c core/engine/rope.h \
 	core/engine/sampler.c core/engine/sampler.h \
 	core/engine/generate.c core/engine/generate.h
+# [speculative] method = mtp: the checkpoint's MTP layer.
+libsycore_a_SOURCES += core/engine/forward_mtp.c

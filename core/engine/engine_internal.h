@@ -51,6 +51,7 @@ struct sy_engine {
     sy_kv_blocks kv;
 
     int32_t max_batch_tokens, max_seqs, max_seq_len, max_blocks_per_seq;
+    int32_t max_sel; /* logits rows per step: max_seqs, more with [speculative] (verify rows, sy_step_seq.n_logits) */
     char chat_template[4096]; /* [model] chat_template: a template file overriding the model's */
     char tool_parser[64];     /* [model] tool_parser: the tool-call family; empty: from the template */
 
@@ -71,6 +72,15 @@ struct sy_engine {
     /* Shared experts' output [T, H] (DeepSeek-V3, GLM); multi-head latent attention state (forward_mla.c). */
     sy_tensor sh_out;
     struct sy_mla *mla;
+
+    /* [speculative] method = mtp (forward_mtp.c): the checkpoint's first MTP layer, prepared like a decoder
+     * layer at index n_layers of e->layers, the attention / latent cache and the moe plugin (n_kv_layers =
+     * n_layers + 1), writing its K/V into the target's blocks at the same positions. n_mtp 0: off. */
+    int32_t n_mtp, n_kv_layers;
+    struct sy_mtp_state *mtp;
+    /* With n_mtp: the last target step's final-normed hidden rows [T, H] (the lm_head's input), and T. */
+    sy_tensor mtp_hid;
+    int32_t mtp_hid_rows;
 
     /* Tensor parallelism (tp_shard.c, tp_step.c); tp_size 1: none. Heads,
      * KV heads and the MLP widths of this rank are in attn_problem and the
@@ -122,6 +132,18 @@ int sy__graphs_step(struct sy_engine *e, const sy_attn_batch *b, int32_t T, int3
 /* The step's host arrays: the device's host_alloc with graphs on (a replay reads them), else malloc. */
 void *sy__engine_step_alloc(struct sy_engine *e, size_t bytes);
 void sy__engine_step_free(struct sy_engine *e, void *p);
+
+/* One decoder block of layer l (n_layers: the MTP layer) over xn = attn_norm(h): attention, h += it,
+ * xn = ffn_norm(h), proj = the MLP of xn (summed over ranks). h then needs proj added (the next layer's
+ * add_rmsnorm does it). forward.c */
+int sy__engine_block(struct sy_engine *e, int32_t l, const sy_attn_batch *b, int32_t T, sy_tensor *h, sy_tensor *xn,
+                     sy_tensor *proj, sy_err *err);
+/* The host views of layer l's weights as the checkpoint holds them (l == n_layers: the MTP layer's block). */
+const sy_layer_weights *sy__engine_host_layer(const struct sy_engine *e, int32_t l);
+
+/* forward_mtp.c: the MTP layer's prepared weights and activations */
+int sy__mtp_open(struct sy_engine *e, sy_err *err);
+void sy__mtp_close(struct sy_engine *e);
 
 /* forward_mla.c: the latent KV cache and pool instead of the attention plugin's (MLA models) */
 int sy__mla_open(struct sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err);

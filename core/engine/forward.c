@@ -27,6 +27,7 @@ int sy__engine_alloc_activations(sy_engine *e, sy_err *err)
     const sy_model_config *c = e->mc;
     const int64_t T = e->max_batch_tokens;
     const int64_t S = e->max_seqs;
+    const int64_t R = e->max_sel > S ? e->max_sel : S; /* rows that predict: more than S with verify steps */
     /* Widths of this rank's share (all of it without tensor parallelism). */
     const int64_t tp = e->tp_size;
     int64_t F = (c->intermediate > c->moe_inter ? c->intermediate : c->moe_inter) / tp;
@@ -44,12 +45,12 @@ int sy__engine_alloc_activations(sy_engine *e, sy_err *err)
         (rc = alloc_act(e, &e->proj, T, c->hidden, err)) || (rc = alloc_act(e, &e->gate, T, F, err)) ||
         (rc = alloc_act(e, &e->up, T, F, err)) ||
         (rc = alloc_act(e, &e->router, T, c->n_experts > 0 ? c->n_experts : 1, err)) ||
-        (rc = alloc_act(e, &e->sel, S, c->hidden, err)) || (rc = alloc_act(e, &e->logits, S, e->vocab_local, err)))
+        (rc = alloc_act(e, &e->sel, R, c->hidden, err)) || (rc = alloc_act(e, &e->logits, R, e->vocab_local, err)))
         return rc;
     if (c->n_shared_experts > 0 && (rc = alloc_act(e, &e->sh_out, T, c->hidden, err)))
         return rc;
     if (tp > 1) {
-        if ((rc = alloc_act(e, &e->gathered, tp * S, e->vocab_local, err)))
+        if ((rc = alloc_act(e, &e->gathered, tp * R, e->vocab_local, err)))
             return rc;
         /* Greedy picks travel between ranks as F32 (value, id) pairs: past 2^24 an id would not be exact. */
         e->tp_pick_pairs = c->vocab <= (1 << 24);
@@ -57,10 +58,10 @@ int sy__engine_alloc_activations(sy_engine *e, sy_err *err)
             sy_info("tensor parallelism: a vocabulary of %d tokens is past 2^24: greedy picks on the host", c->vocab);
             e->dev_argmax = false;
         }
-        if ((rc = alloc_act(e, &e->picks, S, 2, err)) || (rc = alloc_act(e, &e->picks_gathered, tp * S, 2, err)))
+        if ((rc = alloc_act(e, &e->picks, R, 2, err)) || (rc = alloc_act(e, &e->picks_gathered, tp * R, 2, err)))
             return rc;
-        e->gathered_host = malloc(sizeof(float) * (size_t)(tp * S) * (size_t)e->vocab_local);
-        e->picks_host = malloc(sizeof(float) * 2 * (size_t)(tp * S));
+        e->gathered_host = malloc(sizeof(float) * (size_t)(tp * R) * (size_t)e->vocab_local);
+        e->picks_host = malloc(sizeof(float) * 2 * (size_t)(tp * R));
         e->ids_local = malloc(sizeof(int32_t) * (size_t)T);
         if (!e->gathered_host || !e->picks_host || !e->ids_local)
             return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the tensor-parallel logits for %lld sequences",
@@ -71,12 +72,12 @@ int sy__engine_alloc_activations(sy_engine *e, sy_err *err)
     e->pos = sy__engine_step_alloc(e, sizeof(int32_t) * (size_t)T);
     e->tok_start = sy__engine_step_alloc(e, sizeof(int32_t) * (size_t)(S + 1));
     e->ctx_len = sy__engine_step_alloc(e, sizeof(int32_t) * (size_t)S);
-    e->sel_rows = sy__engine_step_alloc(e, sizeof(int32_t) * (size_t)S);
+    e->sel_rows = sy__engine_step_alloc(e, sizeof(int32_t) * (size_t)R);
     e->block_table = sy__engine_step_alloc(e, sizeof(int32_t) * (size_t)S * (size_t)e->max_blocks_per_seq);
-    e->greedy_dst = malloc(sizeof(int32_t *) * (size_t)S);
-    e->pick_ids = malloc(sizeof(int32_t) * (size_t)S);
-    e->pick_vals = malloc(sizeof(float) * (size_t)S);
-    e->sample_rows = malloc(sizeof(sy_sample_row) * (size_t)S);
+    e->greedy_dst = malloc(sizeof(int32_t *) * (size_t)R);
+    e->pick_ids = malloc(sizeof(int32_t) * (size_t)R);
+    e->pick_vals = malloc(sizeof(float) * (size_t)R);
+    e->sample_rows = malloc(sizeof(sy_sample_row) * (size_t)R);
     e->sample_prob = malloc(sizeof(float) * (size_t)c->vocab);
     e->sample_idx = malloc(sizeof(int32_t) * (size_t)c->vocab);
     if (!e->ids || !e->pos || !e->tok_start || !e->ctx_len || !e->sel_rows || !e->block_table || !e->greedy_dst ||
@@ -179,11 +180,14 @@ static int shared_experts(sy_engine *e, const sy_layer_weights *w, int32_t T, co
     return dev->add(di, proj, &out, err);
 }
 
+/* Logits rows (or picks) a sequence's share of the step produces. */
+static int32_t step_rows(const sy_step_seq *q) { return q->n_logits > 1 ? q->n_logits : q->want_logits ? 1 : 0; }
+
 static int check_step(const sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, int32_t *n_tokens, sy_err *err)
 {
     if (n_seqs <= 0 || n_seqs > e->max_seqs)
         return sy_err_set(err, SY_ERR_INVALID, "a step carries 1..%d sequences, found %d", e->max_seqs, n_seqs);
-    int64_t T = 0;
+    int64_t T = 0, n_rows = 0;
     for (int32_t s = 0; s < n_seqs; s++) {
         const sy_step_seq *q = &seqs[s];
         if (q->n_tokens <= 0)
@@ -194,6 +198,16 @@ static int check_step(const sy_engine *e, const sy_step_seq *seqs, int32_t n_seq
         if (q->sample && e->tp_size > 1)
             return sy_err_set(err, SY_ERR_INVALID, "sequence %d of the step has a sample row; with tensor parallelism "
                               "(%d ranks) sampled rows travel as logits rows (leave sample NULL)", s, e->tp_size);
+        if (q->n_logits < 0 || q->n_logits > q->n_tokens)
+            return sy_err_set(err, SY_ERR_INVALID, "sequence %d of the step asks for %d logits rows, expected 0..%d "
+                              "(its new tokens)", s, q->n_logits, q->n_tokens);
+        if (q->n_logits > 1 && q->sample)
+            return sy_err_set(err, SY_ERR_INVALID, "sequence %d of the step has a sample row and n_logits %d: a sampled "
+                              "pick is one row (verify rows come back as logits or greedy picks)", s, q->n_logits);
+        if (q->n_logits > SY_PLAN_MAX_ROWS && e->tp_size > 1)
+            return sy_err_set(err, SY_ERR_INVALID, "sequence %d of the step asks for %d logits rows; a tensor-parallel "
+                              "step plan carries at most %d per sequence", s, q->n_logits, SY_PLAN_MAX_ROWS);
+        n_rows += step_rows(q);
         if (q->sample && q->sample->struct_size < sizeof(sy_sample_row))
             return sy_err_set(err, SY_ERR_INVALID, "sequence %d: sample row struct_size %u, expected %zu", s,
                               q->sample->struct_size, sizeof(sy_sample_row));
@@ -213,6 +227,10 @@ static int check_step(const sy_engine *e, const sy_step_seq *seqs, int32_t n_seq
     if (T > e->max_batch_tokens)
         return sy_err_set(err, SY_ERR_INVALID, "a step carries at most %d tokens (max_batch_tokens), found %lld",
                           e->max_batch_tokens, (long long)T);
+    if (n_rows > e->max_sel)
+        return sy_err_set(err, SY_ERR_INVALID, "a step produces at most %d logits rows (max_running%s), found %lld",
+                          e->max_sel, e->max_sel > e->max_seqs ? " x (1 + [speculative] num_draft_tokens)" : "",
+                          (long long)n_rows);
     *n_tokens = (int32_t)T;
     return SY_OK;
 }
@@ -436,6 +454,80 @@ static int head_outputs(sy_engine *e, int32_t n_sel, int32_t n_full, int32_t n_s
 }
 
 /*
+ * One decoder block (see engine_internal.h): the layer loop's body, and the
+ * MTP layer's (forward_mtp.c) with l = n_layers.
+ */
+int sy__engine_block(sy_engine *e, int32_t l, const sy_attn_batch *b, int32_t T, sy_tensor *h, sy_tensor *xn,
+                     sy_tensor *proj, sy_err *err)
+{
+    const sy_model_config *c = e->mc;
+    const sy_device_ops *dev = e->dev;
+    void *di = e->device->inst;
+    const sy_layer_weights *w = &e->layers[l];
+    const int tp = e->com->size(e->comm->inst) > 1;
+    const bool multi = e->linear_multi;
+    sy_tensor q = rows(&e->q, T), k = rows(&e->k, T), v = rows(&e->v, T), att = rows(&e->att_out, T);
+    int rc;
+    if (e->mla) { /* DeepSeek-V3, GLM-5: latent attention over the core's own cache (forward_mla.c) */
+        if ((rc = sy__mla_attention(e, l, b, T, xn, proj, err)))
+            return rc;
+        goto attention_done;
+    }
+    /* q [T, Nh*D], k/v [T, Nkv*D]: one op */
+    {
+        const sy_tensor *ws[3] = {&w->wq, &w->wk, &w->wv};
+        const sy_tensor *bs[3] = {w->bq.data ? &w->bq : NULL, w->bk.data ? &w->bk : NULL,
+                                  w->bv.data ? &w->bv : NULL};
+        sy_tensor *os[3] = {&q, &k, &v};
+        if ((rc = linears(dev, di, multi, xn, 3, ws, bs, os, err)))
+            return rc;
+    }
+    if (w->q_norm.data) { /* Qwen3: RMSNorm of each head before RoPE */
+        sy_tensor qh = per_head(&q, T, c->n_heads / e->tp_size), kh = per_head(&k, T, c->n_kv_heads / e->tp_size);
+        if ((rc = dev->rmsnorm(di, &qh, &w->q_norm, c->rms_eps, &qh, err)) ||
+            (rc = dev->rmsnorm(di, &kh, &w->k_norm, c->rms_eps, &kh, err)))
+            return rc;
+    }
+    if ((rc = dev->rope(di, &q, e->pos, &e->rope, err)) || (rc = dev->rope(di, &k, e->pos, &e->rope, err)))
+        return rc;
+    /* att [T, Nh*D]: writes k/v into the paged cache, then attends */
+    if ((rc = e->att->forward(e->attn->inst, l, b, &q, &k, &v, &att, err)))
+        return rc;
+    /* proj [T,H] = att . Wo^T, summed over ranks */
+    if ((rc = dev->linear(di, &att, &w->wo, w->bo.data ? &w->bo : NULL, proj, err)))
+        return rc;
+attention_done:
+    if (tp && (rc = e->com->allreduce_sum(e->comm->inst, proj, err)))
+        return rc;
+    /* h += proj; xn = norm(h) */
+    if ((rc = dev->add_rmsnorm(di, h, proj, &w->ffn_norm, c->rms_eps, xn, err)))
+        return rc;
+    if (w->is_moe) {
+        /* router [T,E]; proj [T,H] = sum of the chosen experts */
+        sy_tensor router = rows(&e->router, T);
+        if ((rc = dev->linear(di, xn, &w->router, w->router_bias.data ? &w->router_bias : NULL, &router, err)) ||
+            (rc = e->mo->forward(e->moe->inst, l, xn, &router, proj, err)))
+            return rc;
+        if (w->sh_gate.data && (rc = shared_experts(e, w, T, xn, proj, err)))
+            return rc;
+    } else {
+        /* gate/up [T,F]; proj [T,H] = down(silu(gate) * up) */
+        sy_tensor gate = rows(&e->gate, T), up = rows(&e->up, T);
+        gate.shape[1] = up.shape[1] = w->w_gate.shape[0];
+        gate.stride[0] = up.stride[0] = gate.shape[1];
+        const sy_tensor *ws[2] = {&w->w_gate, &w->w_up};
+        sy_tensor *os[2] = {&gate, &up};
+        if ((rc = linears(dev, di, multi, xn, 2, ws, NULL, os, err)) ||
+            (rc = dev->silu_mul(di, &gate, &up, &gate, err)) ||
+            (rc = dev->linear(di, &gate, &w->w_down, NULL, proj, err)))
+            return rc;
+    }
+    if (tp && (rc = e->com->allreduce_sum(e->comm->inst, proj, err)))
+        return rc;
+    return SY_OK;
+}
+
+/*
  * The step's body: embed through the lm_head linear, leaving the n_sel
  * predicting rows' logits in e->logits. Reads the host arrays forward
  * filled (e->ids, e->pos, e->sel_rows, b's tables) and waits for nothing,
@@ -447,85 +539,32 @@ int sy__engine_forward_body(sy_engine *e, const sy_attn_batch *b, int32_t T, int
     const sy_device_ops *dev = e->dev;
     void *di = e->device->inst;
     int rc;
-    sy_tensor h = rows(&e->h, T), xn = rows(&e->xn, T), q = rows(&e->q, T), k = rows(&e->k, T),
-              v = rows(&e->v, T), att = rows(&e->att_out, T), proj = rows(&e->proj, T);
+    sy_tensor h = rows(&e->h, T), xn = rows(&e->xn, T), proj = rows(&e->proj, T);
     const int tp = e->com->size(e->comm->inst) > 1;
-    const bool multi = e->linear_multi;
 
     /* h [T,H] = embed(ids) */
     if ((rc = tp ? embed_tp(e, T, &h, err) : dev->embed(di, &e->embed, e->ids, T, &h, err)))
         return rc;
     for (int32_t l = 0; l < c->n_layers; l++) {
-        const sy_layer_weights *w = &e->layers[l];
         /* xn [T,H] = norm(h), first folding in the previous layer's MLP output */
         if (l == 0)
-            rc = dev->rmsnorm(di, &h, &w->attn_norm, c->rms_eps, &xn, err);
+            rc = dev->rmsnorm(di, &h, &e->layers[l].attn_norm, c->rms_eps, &xn, err);
         else
-            rc = dev->add_rmsnorm(di, &h, &proj, &w->attn_norm, c->rms_eps, &xn, err);
-        if (rc)
-            return rc;
-        if (e->mla) { /* DeepSeek-V3, GLM-5: latent attention over the core's own cache (forward_mla.c) */
-            if ((rc = sy__mla_attention(e, l, b, T, &xn, &proj, err)))
-                return rc;
-            goto attention_done;
-        }
-        /* q [T, Nh*D], k/v [T, Nkv*D]: one op */
-        {
-            const sy_tensor *ws[3] = {&w->wq, &w->wk, &w->wv};
-            const sy_tensor *bs[3] = {w->bq.data ? &w->bq : NULL, w->bk.data ? &w->bk : NULL,
-                                      w->bv.data ? &w->bv : NULL};
-            sy_tensor *os[3] = {&q, &k, &v};
-            if ((rc = linears(dev, di, multi, &xn, 3, ws, bs, os, err)))
-                return rc;
-        }
-        if (w->q_norm.data) { /* Qwen3: RMSNorm of each head before RoPE */
-            sy_tensor qh = per_head(&q, T, c->n_heads / e->tp_size), kh = per_head(&k, T, c->n_kv_heads / e->tp_size);
-            if ((rc = dev->rmsnorm(di, &qh, &w->q_norm, c->rms_eps, &qh, err)) ||
-                (rc = dev->rmsnorm(di, &kh, &w->k_norm, c->rms_eps, &kh, err)))
-                return rc;
-        }
-        if ((rc = dev->rope(di, &q, e->pos, &e->rope, err)) || (rc = dev->rope(di, &k, e->pos, &e->rope, err)))
-            return rc;
-        /* att [T, Nh*D]: writes k/v into the paged cache, then attends */
-        if ((rc = e->att->forward(e->attn->inst, l, b, &q, &k, &v, &att, err)))
-            return rc;
-        /* proj [T,H] = att . Wo^T, summed over ranks */
-        if ((rc = dev->linear(di, &att, &w->wo, w->bo.data ? &w->bo : NULL, &proj, err)))
-            return rc;
-    attention_done:
-        if (tp && (rc = e->com->allreduce_sum(e->comm->inst, &proj, err)))
-            return rc;
-        /* h += proj; xn = norm(h) */
-        if ((rc = dev->add_rmsnorm(di, &h, &proj, &w->ffn_norm, c->rms_eps, &xn, err)))
-            return rc;
-        if (w->is_moe) {
-            /* router [T,E]; proj [T,H] = sum of the chosen experts */
-            sy_tensor router = rows(&e->router, T);
-            if ((rc = dev->linear(di, &xn, &w->router, w->router_bias.data ? &w->router_bias : NULL, &router, err)) ||
-                (rc = e->mo->forward(e->moe->inst, l, &xn, &router, &proj, err)))
-                return rc;
-            if (w->sh_gate.data && (rc = shared_experts(e, w, T, &xn, &proj, err)))
-                return rc;
-        } else {
-            /* gate/up [T,F]; proj [T,H] = down(silu(gate) * up) */
-            sy_tensor gate = rows(&e->gate, T), up = rows(&e->up, T);
-            gate.shape[1] = up.shape[1] = w->w_gate.shape[0];
-            gate.stride[0] = up.stride[0] = gate.shape[1];
-            const sy_tensor *ws[2] = {&w->w_gate, &w->w_up};
-            sy_tensor *os[2] = {&gate, &up};
-            if ((rc = linears(dev, di, multi, &xn, 2, ws, NULL, os, err)) ||
-                (rc = dev->silu_mul(di, &gate, &up, &gate, err)) ||
-                (rc = dev->linear(di, &gate, &w->w_down, NULL, &proj, err)))
-                return rc;
-        }
-        if (tp && (rc = e->com->allreduce_sum(e->comm->inst, &proj, err)))
+            rc = dev->add_rmsnorm(di, &h, &proj, &e->layers[l].attn_norm, c->rms_eps, &xn, err);
+        if (rc || (rc = sy__engine_block(e, l, b, T, &h, &xn, &proj, err)))
             return rc;
     }
-    if (n_sel == 0)
+    /* With the MTP layer on, every row's final-normed hidden is kept for it (e->mtp_hid), logits or not. */
+    if (e->n_mtp)
+        xn = rows(&e->mtp_hid, T);
+    e->mtp_hid_rows = e->n_mtp ? T : 0;
+    if (n_sel == 0 && !e->n_mtp)
         return SY_OK;
     /* xn = norm(h + proj); sel [S,H] = the rows that predict; logits [S,V] */
     if ((rc = dev->add_rmsnorm(di, &h, &proj, &e->final_norm, c->rms_eps, &xn, err)))
         return rc;
+    if (n_sel == 0)
+        return SY_OK;
     sy_tensor sel = rows(&e->sel, n_sel), logits = rows(&e->logits, n_sel);
     if ((rc = dev->embed(di, &xn, e->sel_rows, n_sel, &sel, err)) ||
         (rc = dev->linear(di, &sel, &e->lm_head, NULL, &logits, err)))
@@ -553,11 +592,12 @@ int sy__engine_forward(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, fl
             e->greedy_dst[n_samp++] = seqs[s].greedy_id;
         }
     for (int32_t s = 0; s < n_seqs; s++)
-        if (seqs[s].want_logits && seqs[s].greedy_id && !seqs[s].sample)
-            e->greedy_dst[n_samp + n_greedy++] = seqs[s].greedy_id;
+        if (step_rows(&seqs[s]) && seqs[s].greedy_id && !seqs[s].sample)
+            for (int32_t j = 0; j < step_rows(&seqs[s]); j++) /* a verify's picks: one per row, in order */
+                e->greedy_dst[n_samp + n_greedy++] = seqs[s].greedy_id + j;
     int32_t n_sel = 0, n_full = 0;
     for (int32_t s = 0; s < n_seqs; s++)
-        n_full += seqs[s].want_logits && !seqs[s].greedy_id;
+        n_full += seqs[s].greedy_id ? 0 : step_rows(&seqs[s]);
     int32_t next_full = 0, next_samp = n_full, next_greedy = n_full + n_samp;
     const int32_t MB = e->max_blocks_per_seq;
     for (int32_t s = 0, t = 0; s < n_seqs; s++) {
@@ -569,8 +609,8 @@ int sy__engine_forward(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, fl
             e->ids[t] = q->tokens[i];
             e->pos[t] = q->ctx_len + i;
         }
-        if (q->want_logits)
-            e->sel_rows[!q->greedy_id ? next_full++ : q->sample ? next_samp++ : next_greedy++] = t - 1;
+        for (int32_t j = step_rows(q); j > 0; j--)
+            e->sel_rows[!q->greedy_id ? next_full++ : q->sample ? next_samp++ : next_greedy++] = t - j;
     }
     n_sel = n_full + n_samp + n_greedy;
     e->tok_start[n_seqs] = T;

@@ -284,20 +284,23 @@ int sy__mla_open(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
     m->bs = (int32_t)sy_kv_int(sk, nsk, "kv_block_size", 16);
 
     int32_t n_idx = 0;
-    m->ikey_slot = malloc(sizeof(int32_t) * (size_t)c->n_layers);
+    /* Every per-layer table covers the MTP layer too when it is on (layer index n_layers, e->n_kv_layers). */
+    const int32_t L = e->n_kv_layers;
+    m->ikey_slot = malloc(sizeof(int32_t) * (size_t)L);
     m->inv_freq = malloc(sizeof(float) * (size_t)(m->P / 2 + 1));
     if (!m->ikey_slot || !m->inv_freq)
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the MLA tables");
-    for (int32_t l = 0; l < c->n_layers; l++)
-        m->ikey_slot[l] = m->topk > 0 && c->layer_has_indexer && c->layer_has_indexer[l] ? n_idx++ : -1;
+    for (int32_t l = 0; l < L; l++) /* an MTP layer has its own indexer (model_arch.c binds one) */
+        m->ikey_slot[l] = m->topk > 0 && c->layer_has_indexer && (l >= c->n_layers || c->layer_has_indexer[l])
+                              ? n_idx++
+                              : -1;
     mla_rope_tables(c, m);
     const size_t kvb_n = (size_t)m->NH * (size_t)(m->nope + m->V) * (size_t)m->R;
-    m->kvb = malloc(sizeof(float) * kvb_n * (size_t)c->n_layers);
+    m->kvb = malloc(sizeof(float) * kvb_n * (size_t)L);
     if (!m->kvb)
-        return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate kv_b_proj in F32 (%d layers of %zu values)",
-                          c->n_layers, kvb_n);
-    for (int32_t l = 0; l < c->n_layers; l++) {
-        int rc = kvb_to_f32(e, l, &e->model->layers[l].kv_b, (int64_t)m->NH * (m->nope + m->V), m->R,
+        return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate kv_b_proj in F32 (%d layers of %zu values)", L, kvb_n);
+    for (int32_t l = 0; l < L; l++) {
+        int rc = kvb_to_f32(e, l, &sy__engine_host_layer(e, l)->kv_b, (int64_t)m->NH * (m->nope + m->V), m->R,
                             m->kvb + (size_t)l * kvb_n, err);
         if (rc)
             return rc;
@@ -308,7 +311,7 @@ int sy__mla_open(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
     const char *size_s = sy_kv_get(sk, nsk, "kv_cache_size");
     sy_parse_size(size_s ? size_s : "256M", &cache_bytes);
     const unsigned long long per_token =
-        4ull * ((unsigned long long)c->n_layers * (unsigned long long)(m->R + m->P) +
+        4ull * ((unsigned long long)L * (unsigned long long)(m->R + m->P) +
                 (unsigned long long)n_idx * (unsigned long long)m->ID);
     const unsigned long long per_block = per_token * (unsigned long long)m->bs;
     unsigned long long n_blocks = cache_bytes / per_block;
@@ -325,7 +328,7 @@ int sy__mla_open(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
         n_blocks = INT32_MAX;
     m->n_blocks = (int32_t)n_blocks;
     const size_t slots = (size_t)m->n_blocks * (size_t)m->bs;
-    m->lat = calloc(slots * (size_t)c->n_layers, sizeof(float) * (size_t)(m->R + m->P));
+    m->lat = calloc(slots * (size_t)L, sizeof(float) * (size_t)(m->R + m->P));
     if (n_idx)
         m->ikey = calloc(slots * (size_t)n_idx, sizeof(float) * (size_t)m->ID);
     if (!m->lat || (n_idx && !m->ikey))
@@ -336,7 +339,7 @@ int sy__mla_open(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
     sy_attn_problem *p = &e->attn_problem;
     memset(p, 0, sizeof *p);
     p->struct_size = sizeof *p;
-    p->n_layers = c->n_layers;
+    p->n_layers = L;
     p->n_heads = c->n_heads;
     p->n_kv_heads = 1;
     p->head_dim = m->R + m->P;
@@ -423,7 +426,7 @@ int sy__mla_copy_blocks(sy_engine *e, const int32_t *src, const int32_t *dst, in
         if (src[i] < 0 || src[i] >= m->n_blocks || dst[i] < 0 || dst[i] >= m->n_blocks)
             return sy_err_set(err, SY_ERR_INVALID, "copy of KV block %d to %d: blocks are 0..%d", src[i], dst[i],
                               m->n_blocks - 1);
-        for (int32_t l = 0; l < e->mc->n_layers; l++) {
+        for (int32_t l = 0; l < e->n_kv_layers; l++) {
             float *base = m->lat + (size_t)l * slots * lat;
             memcpy(base + (size_t)dst[i] * (size_t)m->bs * lat, base + (size_t)src[i] * (size_t)m->bs * lat,
                    sizeof(float) * (size_t)m->bs * lat);
@@ -627,7 +630,7 @@ int sy__mla_attention(sy_engine *e, int32_t layer, const sy_attn_batch *b, int32
     if (h->n_workers && h->n_workers(h->ctx) > m->n_workers)
         return sy_err_set(err, SY_ERR_INTERNAL, "the worker pool grew from %d to %d workers after the MLA set-up",
                           m->n_workers, h->n_workers(h->ctx));
-    mla_job j = {.e = e, .m = m, .mw = &e->model->layers[layer], .b = b, .layer = layer};
+    mla_job j = {.e = e, .m = m, .mw = sy__engine_host_layer(e, layer), .b = b, .layer = layer};
     for (int32_t s = 0; s < b->n_seqs; s++)
         for (int32_t t = b->tok_start[s]; t < b->tok_start[s + 1]; t++)
             m->seq_of[t] = s;

@@ -169,6 +169,8 @@ int sy__graphs_step(sy_engine *e, const sy_attn_batch *b, int32_t T, int32_t n_s
 {
     sy_graphs *g = &e->graphs;
     int32_t bound = 0;
+    /* Plain decode steps only (one token per sequence): a speculative verify step carries 1 + k tokens per
+     * sequence (and as many rows that predict), so it always runs op by op. */
     if (g->on && !g->broken && T == b->n_seqs && n_sel > 0) {
         int64_t max_end = 0;
         for (int32_t s = 0; s < b->n_seqs; s++)

@@ -124,6 +124,48 @@ int32_t sy_sampler_next(sy_sampler *s, const float *logits)
     return syk_sample_pick(logits, s->vocab, &r, s->prob, s->idx);
 }
 
+int32_t sy_spec_verify_pick(const float *logits, int32_t vocab, const sy_sample_row *row, int32_t draft,
+                            double u_accept, double u_resid, float *prob, int32_t *idx, bool *accepted)
+{
+    const int32_t n = row->temperature > 0.0f ? syk_sample_filter(logits, vocab, row, prob, idx) : 0;
+    if (n == 0) { /* greedy, or a distribution of NaN/infinite logits that sy_sample_pick draws greedily too */
+        const int32_t t = sy_greedy_pick(logits, vocab);
+        *accepted = t == draft;
+        return t;
+    }
+    double total = 0.0, pd = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        total += prob[idx[i]];
+        if (idx[i] == draft)
+            pd = prob[idx[i]];
+    }
+    if (u_accept * total < pd) { /* probability p(d) = pd / total */
+        *accepted = true;
+        return draft;
+    }
+    *accepted = false;
+    const double r = u_resid * (total - pd);
+    double acc = 0.0;
+    int32_t last = draft; /* only when d held all the mass, which the test above always accepts */
+    for (int32_t i = 0; i < n; i++) {
+        if (idx[i] == draft)
+            continue;
+        acc += prob[idx[i]];
+        last = idx[i];
+        if (r < acc)
+            return idx[i];
+    }
+    return last;
+}
+
+int32_t sy_sampler_verify(sy_sampler *s, const float *logits, int32_t draft, bool *accepted)
+{
+    const sy_sample_row r = sy_sampler_row(s);
+    /* Two uniforms per sampled row whether the residual is needed or not: a seed still reproduces. */
+    const double u_resid = r.temperature > 0.0f ? rng_uniform(s->rng) : 0.0;
+    return sy_spec_verify_pick(logits, s->vocab, &r, draft, r.u, u_resid, s->prob, s->idx, accepted);
+}
+
 float sy_logprob(const float *logits, int32_t vocab, int32_t id)
 {
     float mx = logits[sy_greedy_pick(logits, vocab)];

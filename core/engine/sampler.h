@@ -7,6 +7,7 @@
 #ifndef SY_SAMPLER_H
 #define SY_SAMPLER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "switchyard/plugin.h"
@@ -67,6 +68,20 @@ int32_t sy_sample_pick(const float *logits, int32_t vocab, const sy_sample_row *
  */
 void sy_apply_penalties(float *logits, int32_t *counts, const int32_t *tokens, int32_t n, float frequency,
                         float presence, float repetition);
+/*
+ * Speculative verification of one draft token (core/spec): logits is the
+ * row that predicts the draft's position, the draft a one-hot proposal q.
+ * At temperature 0 the pick is the greedy one, accepted when it equals the
+ * draft (no uniform drawn). Otherwise p is the distribution sy_sampler_next
+ * draws from (temperature, min_p, top_k, top_p); the draft is accepted with
+ * probability min(1, p(d) / q(d)) = p(d) (one uniform), else the token is
+ * drawn from the residual max(0, p - q), renormalised: p without d (a second
+ * uniform). Either way the token returned is distributed as p.
+ */
+int32_t sy_sampler_verify(sy_sampler *s, const float *logits, int32_t draft, bool *accepted);
+/* The rule itself with its uniforms given (u_accept, u_resid in [0, 1)); prob and idx are vocab-element scratch. */
+int32_t sy_spec_verify_pick(const float *logits, int32_t vocab, const sy_sample_row *row, int32_t draft,
+                            double u_accept, double u_resid, float *prob, int32_t *idx, bool *accepted);
 /* log-softmax of logits[id] (for logprobs and tests). */
 float sy_logprob(const float *logits, int32_t vocab, int32_t id);
 

@@ -28,9 +28,10 @@
 /* inih's fixed name buffers (MAX_SECTION, MAX_NAME) hold 49 characters. */
 #define SY_INI_MAX_NAME 49
 
-static const char *const known_sections[] = {"model", "scheduler", "plugins", "device", "attention", "moe", "comm"};
+static const char *const known_sections[] = {"model", "scheduler", "plugins", "device", "attention", "moe", "comm",
+                                              "speculative"};
 #define N_KNOWN (sizeof known_sections / sizeof known_sections[0])
-#define KNOWN_LIST "[model], [scheduler], [plugins], [device], [attention], [moe], [comm], [frontend:NAME]"
+#define KNOWN_LIST "[model], [scheduler], [plugins], [device], [attention], [moe], [comm], [speculative], [frontend:NAME]"
 
 typedef struct cfg_node {
     struct cfg_node *next; /* every entry ever made, freed with the config */
@@ -219,6 +220,32 @@ void sy_config_free(sy_config *c)
     free(c->names);
     free(c->path);
     free(c);
+}
+
+sy_config *sy_config_copy(const sy_config *src)
+{
+    sy_config *c = sy_config_new();
+    if (!c || !src)
+        return c;
+    /* Entries of the loaded file point at its path: theirs must point at the copy's. */
+    if (src->path && !(c->path = sy_strdup(src->path))) {
+        sy_config_free(c);
+        return NULL;
+    }
+    for (size_t i = 0; i < src->n_secs; i++) {
+        const cfg_section *s = &src->secs[i];
+        cfg_section *d = add_section(c, s->name, s->file == src->path ? c->path : s->file, s->line);
+        for (size_t j = 0; d && j < s->n; j++) {
+            const sy_config_entry *e = s->ents[j];
+            if (!put_entry(c, d, e->key, e->value, e->file == src->path ? c->path : e->file, e->line))
+                d = NULL;
+        }
+        if (!d) {
+            sy_config_free(c);
+            return NULL;
+        }
+    }
+    return c;
 }
 
 const char *sy__config_path(const sy_config *c)

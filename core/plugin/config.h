@@ -31,6 +31,9 @@ sy_config *sy_config_new(void);
  */
 int sy_config_load(const char *path, sy_config **out, sy_err *err);
 void sy_config_free(sy_config *c);
+/* A deep copy (entries keep their file:line), to change a few keys for a second engine
+ * (a speculative draft model). NULL when out of memory. */
+sy_config *sy_config_copy(const sy_config *c);
 
 /* Applies "section.key=value" (a --set argument); replaces an existing value. */
 int sy_config_set(sy_config *c, const char *assignment, sy_err *err);

@@ -116,6 +116,26 @@ int sy_serve_metrics_render(sy_serve_metrics *m, const char *model, sy_buf *out)
     rc |= metric(out, "switchyard_graph_eager_steps_total", "counter",
                  "Engine steps run op by op (graphs off, a step shape seen the first time, prefill, a fallback).",
                  model, (double)m->graph_eager_steps);
+    static const char *const spec_names[4] = {"none", "ngram", "mtp", "draft"};
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } spec_counters[] = {
+        {"switchyard_spec_draft_tokens_total", "Speculative draft tokens proposed and verified.",
+         offsetof(sy_serve_metrics, spec_draft_tokens)},
+        {"switchyard_spec_accepted_tokens_total", "Speculative draft tokens accepted.",
+         offsetof(sy_serve_metrics, spec_accepted_tokens)},
+        {"switchyard_spec_verifies_total", "Speculative verifications (one per speculating sequence and step).",
+         offsetof(sy_serve_metrics, spec_verifies)},
+    };
+    for (size_t c = 0; c < sizeof spec_counters / sizeof spec_counters[0]; c++) {
+        const uint64_t *v = (const uint64_t *)(const void *)((const char *)m + spec_counters[c].off);
+        rc |= emit(out, "# HELP %s %s\n# TYPE %s counter\n", spec_counters[c].name, spec_counters[c].help,
+                   spec_counters[c].name);
+        for (int k = 1; k < 4; k++)
+            rc |= emit(out, "%s{model_name=\"%s\",method=\"%s\"} %llu\n", spec_counters[c].name, model, spec_names[k],
+                       (unsigned long long)v[k]);
+    }
     rc |= emit(out, "# HELP switchyard_requests_total Finished requests by outcome.\n"
                     "# TYPE switchyard_requests_total counter\n"
                     "switchyard_requests_total{model_name=\"%s\",outcome=\"finished\"} %llu\n"

@@ -35,6 +35,9 @@ typedef struct sy_serve_metrics {
      * decode steps replayed, recordings made, steps run op by op. */
     bool graphs_on;
     uint64_t graph_replays, graph_recordings, graph_eager_steps;
+    /* Speculative decoding, indexed by sy_spec_method (core/spec/spec.h; [0], none, stays 0): drafts
+     * verified, drafts accepted, sequence verifications. */
+    uint64_t spec_draft_tokens[4], spec_accepted_tokens[4], spec_verifies[4];
     sy_hist ttft, tpot, e2e;
 } sy_serve_metrics;
 

@@ -2,6 +2,8 @@
 
 #include "serve/scheduler.h"
 #include "serve/prefix_cache.h"
+#include "spec/spec.h"
+#include "util/log.h"
 #include "util/util.h"
 
 #include <stdlib.h>
@@ -27,9 +29,19 @@ struct sy_sched {
     sy_seq **batch; /* [max_seqs] */
     int32_t n_batch;
     sy_step_seq *steps; /* [max_seqs] */
-    float *logits;      /* [max_seqs * vocab] */
-    int32_t *picks;     /* [max_seqs] picks the engine made (sy_seq_greedy_only and sy_seq_sample_only sequences) */
+    int32_t max_rows;   /* logits rows a step may produce (sy_engine_max_logit_rows) */
+    float *logits;      /* [max_rows * vocab] */
+    int32_t *picks;     /* [max_rows] picks the engine made (sy_seq_greedy_only and sy_seq_sample_only sequences) */
+    int32_t *pick_at;   /* [max_seqs] each batch entry's first pick */
     sy_sample_row *sample_rows; /* [max_seqs] the draws of sy_seq_sample_only sequences */
+    /* Speculative decoding ([speculative]; src NULL: off). */
+    sy_spec_config spec;
+    sy_spec_source *src;
+    sy_seq **spec_seqs;  /* [max_seqs] the sequences asking for drafts this step */
+    int32_t *drafts;     /* [max_seqs * num_draft_tokens] */
+    int32_t *n_drafts;   /* [max_seqs] */
+    sy_spec_fed *fed;    /* [max_seqs] */
+    uint64_t spec_drafted, spec_accepted, spec_verifies;
     uint64_t n_steps, n_preempted, n_cached_tokens;
     /* Set by a preemption, cleared when a running sequence retires: the pool
      * is full, so a request admitted before blocks come back (the victim
@@ -124,10 +136,14 @@ int sy_sched_new(sy_engine *e, sy_serve_metrics *metrics, sy_sched **out, sy_err
     s->snap = malloc(sizeof(sy_seq *) * (size_t)s->max_seqs);
     s->batch = malloc(sizeof(sy_seq *) * (size_t)s->max_seqs);
     s->steps = malloc(sizeof(sy_step_seq) * (size_t)s->max_seqs);
-    s->logits = malloc(sizeof(float) * (size_t)s->max_seqs * (size_t)s->vocab);
-    s->picks = malloc(sizeof(int32_t) * (size_t)s->max_seqs);
+    s->max_rows = sy_engine_max_logit_rows(e);
+    s->logits = malloc(sizeof(float) * (size_t)s->max_rows * (size_t)s->vocab);
+    s->picks = malloc(sizeof(int32_t) * (size_t)s->max_rows);
+    s->pick_at = malloc(sizeof(int32_t) * (size_t)s->max_seqs);
     s->sample_rows = malloc(sizeof(sy_sample_row) * (size_t)s->max_seqs);
-    if (!s->pc || !s->snap || !s->batch || !s->steps || !s->logits || !s->picks || !s->sample_rows) {
+    s->fed = malloc(sizeof(sy_spec_fed) * (size_t)s->max_seqs);
+    if (!s->pc || !s->snap || !s->batch || !s->steps || !s->logits || !s->picks || !s->pick_at || !s->sample_rows ||
+        !s->fed) {
         sy_sched_free(s);
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate scheduler buffers for %d sequences x %d logits",
                           s->max_seqs, s->vocab);
@@ -173,6 +189,8 @@ static void retire(sy_sched *s, sy_seq *q, outcome how)
 {
     if (q->running)
         s->hold_admissions = false;
+    if (s->src)
+        s->src->ops->forget(s->src, q);
     list_unlink(q->running ? &s->running : &s->waiting, q);
     drop_blocks(s, q);
     if (s->m) {
@@ -215,8 +233,47 @@ void sy_sched_free(sy_sched *s)
     free(s->steps);
     free(s->logits);
     free(s->picks);
+    free(s->pick_at);
     free(s->sample_rows);
+    free(s->fed);
+    if (s->src)
+        s->src->ops->free(s->src);
+    free(s->spec_seqs);
+    free(s->drafts);
+    free(s->n_drafts);
     free(s);
+}
+
+void sy__sched_set_verify_rule(sy_sched *s, int32_t (*rule)(sy_sampler *smp, const float *dist, int32_t draft,
+                                                             bool *accepted))
+{
+    s->out.verify = rule;
+}
+
+int sy_sched_enable_spec(sy_sched *s, const sy_config *cfg, sy_err *err)
+{
+    if (s->src)
+        return sy_err_set(err, SY_ERR_INVALID, "speculative decoding is already on for this scheduler");
+    int rc = sy_spec_config_read(cfg, &s->spec, err);
+    if (rc || s->spec.method == SY_SPEC_NONE)
+        return rc;
+    const int32_t k = s->spec.num_draft_tokens;
+    if (s->max_rows < s->max_seqs * (1 + k) && s->max_rows < s->max_batch_tokens)
+        return sy_err_set(err, SY_ERR_INVALID, "[speculative] is on, but the engine was opened without it (%d logits "
+                          "rows per step, a verify needs %d): open the engine with the same configuration",
+                          s->max_rows, s->max_seqs * (1 + k));
+    s->spec_seqs = malloc(sizeof(sy_seq *) * (size_t)s->max_seqs);
+    s->drafts = malloc(sizeof(int32_t) * (size_t)s->max_seqs * (size_t)k);
+    s->n_drafts = malloc(sizeof(int32_t) * (size_t)s->max_seqs);
+    if (!s->spec_seqs || !s->drafts || !s->n_drafts)
+        return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate draft buffers for %d sequences x %d drafts",
+                          s->max_seqs, k);
+    if ((rc = sy_spec_source_new(&s->spec, cfg, s->e, &s->src, err)))
+        return rc;
+    sy_info("speculative decoding: method %s, %d drafts per step, off above %d decoding sequences or under %.2f "
+            "acceptance per %d drafts", sy_spec_method_name(s->spec.method), k, s->spec.max_batch,
+            (double)s->spec.min_acceptance, s->spec.policy_window);
+    return SY_OK;
 }
 
 void sy_sched_add(sy_sched *s, sy_seq *q)
@@ -260,6 +317,10 @@ void sy_sched_stats_get(const sy_sched *s, sy_sched_stats *st)
     st->steps = s->n_steps;
     st->preemptions = s->n_preempted;
     st->cached_tokens = s->n_cached_tokens;
+    st->spec_draft_tokens = s->spec_drafted;
+    st->spec_accepted_tokens = s->spec_accepted;
+    st->spec_verifies = s->spec_verifies;
+    st->spec_method = sy_spec_method_name(s->src ? s->spec.method : SY_SPEC_NONE);
 }
 
 /* ------------------------------------------------------------ blocks */
@@ -323,10 +384,12 @@ static void register_full_blocks(sy_sched *s, sy_seq *q)
 /* Frees q's blocks and puts it at the front of the queue: it is recomputed when blocks allow. */
 static void preempt(sy_sched *s, sy_seq *q)
 {
+    if (s->src)
+        s->src->ops->forget(s->src, q);
     list_unlink(&s->running, q);
     drop_blocks(s, q);
     q->running = false;
-    q->step_tokens = 0;
+    q->step_tokens = q->spec_k = 0;
     q->n_preempted++;
     list_push_front(&s->waiting, q);
     s->n_preempted++;
@@ -365,6 +428,77 @@ static void plan_decodes(sy_sched *s, int32_t n_snap, int32_t *budget)
         }
         if (q->running && q->n_blocks * s->bs >= q->n_computed + 1)
             add_to_batch(s, q, 1, budget);
+    }
+}
+
+/* ------------------------------------------------------------ drafts */
+
+/* Asks the source for drafts of seqs[0..n), each allowed kmax, and puts them behind each sequence's tokens. */
+static void propose(sy_sched *s, sy_seq *const *seqs, int32_t n, int32_t kmax, int32_t *budget)
+{
+    sy_err err = {{0}};
+    if (s->src->ops->propose(s->src, seqs, n, kmax, s->drafts, s->n_drafts, &err) != SY_OK) {
+        sy_warn("speculative decoding (%s): proposing drafts failed: %s; these sequences decode plainly this step",
+                sy_spec_method_name(s->spec.method), err.msg);
+        for (int32_t i = 0; i < n; i++)
+            s->n_drafts[i] = 0;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        sy_seq *q = seqs[i];
+        int32_t m = s->n_drafts[i];
+        m = m < 0 ? 0 : m > kmax ? kmax : m;
+        for (int32_t j = 0; j < m; j++) /* a source's bad id must not reach the engine */
+            if (s->drafts[(size_t)i * (size_t)kmax + (size_t)j] < 0 ||
+                s->drafts[(size_t)i * (size_t)kmax + (size_t)j] >= s->vocab)
+                m = j;
+        /* The verify step's tokens are contiguous: the last accepted token, then the drafts after it. */
+        memcpy(q->tokens + q->n_tokens, s->drafts + (size_t)i * (size_t)kmax, sizeof(int32_t) * (size_t)m);
+        *budget += q->spec_k - m; /* what the source did not use goes back to the prefills */
+        q->spec_k = m;
+        q->step_tokens = 1 + m;
+    }
+}
+
+/*
+ * Drafts for the step's decodes, when it has at most max_batch of them:
+ * each speculating sequence gets up to num_draft_tokens, as far as the
+ * token budget, its max_tokens (a verify yields at most k + 1 tokens) and
+ * the free blocks go. Drafts never preempt anyone: a sequence that cannot
+ * get the blocks decodes plainly.
+ */
+static void plan_drafts(sy_sched *s, int32_t *budget)
+{
+    if (!s->src)
+        return;
+    const int32_t K = s->spec.num_draft_tokens;
+    int32_t n_decodes = s->n_batch, n_full = 0, n_short = 0;
+    if (n_decodes > s->spec.max_batch)
+        return;
+    for (int32_t i = 0; i < n_decodes; i++) {
+        sy_seq *q = s->batch[i];
+        if (q->spec_off)
+            continue;
+        int32_t k = K;
+        if (k > q->max_tokens - q->n_generated - 1)
+            k = q->max_tokens - q->n_generated - 1;
+        if (k > *budget)
+            k = *budget;
+        if (k <= 0 || grow_blocks(s, q, q->n_tokens + k) != SY_OK)
+            continue;
+        q->spec_k = k;
+        *budget -= k;
+        /* Full-length asks go to the source together; the few shorter ones (near max_tokens, a short budget)
+         * one by one, so that each call's kmax is what its sequences' blocks cover. */
+        if (k == K)
+            s->spec_seqs[n_full++] = q;
+        else
+            s->spec_seqs[s->max_seqs - 1 - n_short++] = q;
+    }
+    if (n_full)
+        propose(s, s->spec_seqs, n_full, K, budget);
+    for (int32_t i = 0; i < n_short; i++) {
+        sy_seq *q = s->spec_seqs[s->max_seqs - 1 - i];
+        propose(s, &q, 1, q->spec_k, budget);
     }
 }
 
@@ -426,16 +560,67 @@ static void plan(sy_sched *s)
         s->n_batch = 0;
         int32_t budget = s->max_batch_tokens, n_snap = 0;
         for (sy_seq *q = s->running.head; q; q = q->next) {
-            q->step_tokens = 0;
+            q->step_tokens = q->spec_k = 0;
             s->snap[n_snap++] = q;
         }
         plan_decodes(s, n_snap, &budget);
+        plan_drafts(s, &budget);
         plan_prefills(s, n_snap, &budget);
         plan_admissions(s, &budget);
         if (s->n_batch > 0 || s->running.n == 0)
             return;
         /* Every running prefill is stuck on blocks: free the youngest's and try again. */
         preempt(s, s->running.tail);
+    }
+}
+
+/* ------------------------------------------------------------ verification */
+
+/*
+ * Frees q's blocks wholly past the tokens it holds (a verify grew them for
+ * its drafts; the rejected ones' K/V is garbage). Those blocks were never
+ * offered to the prefix cache (only blocks below n_computed are), so each
+ * is q's alone and goes back to the pool.
+ */
+static void trim_blocks(sy_sched *s, sy_seq *q)
+{
+    const int32_t keep = sy_kv_blocks_for(s->kv, q->n_tokens);
+    if (q->n_blocks > keep) {
+        sy_kv_blocks_release(s->kv, q->blocks + keep, q->n_blocks - keep);
+        q->n_blocks = keep;
+    }
+}
+
+/*
+ * The per-request switch-off: every policy_window drafted tokens, a request
+ * that accepted fewer than min_acceptance of them stops speculating for
+ * good (its verifies cost k + 1 positions for about one token); the source
+ * forgets it.
+ */
+static void update_policy(sy_sched *s, sy_seq *q, int32_t drafted, int32_t accepted)
+{
+    q->spec_win_drafted += drafted;
+    q->spec_win_accepted += accepted;
+    if (q->spec_win_drafted < s->spec.policy_window)
+        return;
+    if ((double)q->spec_win_accepted < (double)s->spec.min_acceptance * (double)q->spec_win_drafted) {
+        q->spec_off = true;
+        s->src->ops->forget(s->src, q);
+    }
+    q->spec_win_drafted = q->spec_win_accepted = 0;
+}
+
+/* The source catches up with the step; one that fails stops speculating for those sequences, which go on plainly. */
+static void after_step(sy_sched *s, int32_t n_fed)
+{
+    sy_err err = {{0}};
+    if (s->src->ops->after_step(s->src, s->fed, n_fed, &err) == SY_OK)
+        return;
+    sy_warn("speculative decoding (%s): the draft source failed after a step: %s; its %d sequences go on without "
+            "speculation", sy_spec_method_name(s->spec.method), err.msg, n_fed);
+    for (int32_t i = 0; i < n_fed; i++) {
+        s->fed[i].seq->spec_off = true;
+        s->src->ops->forget(s->src, s->fed[i].seq);
     }
 }
 
@@ -461,22 +646,28 @@ int sy_sched_step(sy_sched *s, sy_err *err)
         update_gauges(s);
         return 0;
     }
+    int32_t n_picks = 0;
     for (int32_t i = 0; i < s->n_batch; i++) {
         sy_seq *q = s->batch[i];
+        const bool verify = q->spec_k > 0;
         s->steps[i] = (sy_step_seq){.tokens = q->tokens + q->n_computed,
                                     .n_tokens = q->step_tokens,
                                     .ctx_len = q->n_computed,
                                     .blocks = q->blocks,
                                     .n_blocks = sy_kv_blocks_for(s->kv, q->n_computed + q->step_tokens),
-                                    .want_logits = q->n_computed + q->step_tokens == q->n_tokens};
+                                    .want_logits = verify || q->n_computed + q->step_tokens == q->n_tokens,
+                                    .n_logits = verify ? 1 + q->spec_k : 0};
+        s->pick_at[i] = n_picks;
         if (!s->steps[i].want_logits)
             continue;
+        /* sy_seq_greedy_only holds for every row of a verify when it holds for the first (min_tokens is reached). */
         if (sy_seq_greedy_only(q)) {
-            s->steps[i].greedy_id = &s->picks[i];
-        } else if (sy_seq_sample_only(q) && sy_engine_tp_size(s->e) == 1) {
+            s->steps[i].greedy_id = &s->picks[n_picks];
+            n_picks += verify ? 1 + q->spec_k : 1;
+        } else if (!verify && sy_seq_sample_only(q) && sy_engine_tp_size(s->e) == 1) {
             /* The uniform is drawn now, once, as sy_sampler_next would: the seed's sequence stays the same. */
             s->sample_rows[i] = sy_sampler_row(&q->sampler);
-            s->steps[i].greedy_id = &s->picks[i];
+            s->steps[i].greedy_id = &s->picks[n_picks++];
             s->steps[i].sample = &s->sample_rows[i];
         }
     }
@@ -490,41 +681,94 @@ int sy_sched_step(sy_sched *s, sy_err *err)
         return rc;
     }
     const double now = sy_now();
-    uint64_t generated = 0;
-    int32_t row = 0;
+    uint64_t generated = 0, drafted = 0, accepted = 0, verifies = 0;
+    int32_t row = 0, token_row = 0, n_fed = 0;
     for (int32_t i = 0; i < n; i++) {
         sy_seq *q = s->batch[i];
-        const bool want = s->steps[i].want_logits;
-        q->n_computed += q->step_tokens;
-        q->step_tokens = 0;
-        register_full_blocks(s, q);
-        if (!want)
+        const sy_step_seq *st = &s->steps[i];
+        const int32_t pos0 = q->n_computed, k = q->spec_k, row0 = token_row;
+        token_row += st->n_tokens;
+        q->step_tokens = q->spec_k = 0;
+        if (!st->want_logits) {
+            q->n_computed += st->n_tokens;
+            register_full_blocks(s, q);
+            if (s->src && !q->spec_off)
+                s->fed[n_fed++] = (sy_spec_fed){.seq = q, .pos0 = pos0, .n_fed = st->n_tokens,
+                                                .n_kept = st->n_tokens, .row0 = row0};
             continue;
-        sy_err oerr = {{0}};
-        /* Greedy sequences got their pick and no logits row (rows are packed). */
-        int r = s->steps[i].greedy_id ? sy_seq_on_pick(q, &s->out, s->picks[i], &oerr)
-                                      : sy_seq_on_logits(q, &s->out, s->logits + (size_t)row++ * (size_t)s->vocab, &oerr);
-        generated++;
-        if (s->m) {
-            pthread_mutex_lock(&s->m->lock);
-            if (q->n_generated == 1)
-                sy_hist_observe(&s->m->ttft, now - q->t_arrival);
-            else
-                sy_hist_observe(&s->m->tpot, now - q->t_last);
-            pthread_mutex_unlock(&s->m->lock);
         }
-        if (q->n_generated == 1)
-            q->t_first = now;
-        q->t_last = now;
-        if (r == 1)
+        /* Row j predicts the token after position pos0 + st->n_tokens - rows + j; a verify's rows are walked in
+         * order and stop at the first rejected draft or when the request finishes (the rest are dropped). */
+        const int32_t rows = k > 0 ? 1 + k : 1;
+        const int32_t base = q->n_tokens; /* with k > 0: the drafts are tokens[base .. base + k) */
+        sy_err oerr = {{0}};
+        int r = 0;
+        int32_t kept = 0; /* drafts accepted */
+        for (int32_t j = 0; j < rows; j++) {
+            const int32_t draft = j < k ? q->tokens[base + j] : -1;
+            bool ok = false;
+            /* Greedy sequences got their picks and no logits rows (rows are packed). */
+            if (st->greedy_id) {
+                const int32_t tok = st->greedy_id[j];
+                ok = draft >= 0 && tok == draft;
+                r = sy_seq_on_pick(q, &s->out, tok, &oerr);
+            } else if (k > 0) {
+                r = sy_seq_on_verify(q, &s->out, s->logits + (size_t)(row + j) * (size_t)s->vocab, draft, &ok, &oerr);
+            } else {
+                r = sy_seq_on_logits(q, &s->out, s->logits + (size_t)row * (size_t)s->vocab, &oerr);
+            }
+            generated++;
+            if (s->m) {
+                pthread_mutex_lock(&s->m->lock);
+                if (q->n_generated == 1)
+                    sy_hist_observe(&s->m->ttft, now - q->t_arrival);
+                else
+                    sy_hist_observe(&s->m->tpot, now - q->t_last);
+                pthread_mutex_unlock(&s->m->lock);
+            }
+            if (q->n_generated == 1)
+                q->t_first = now;
+            q->t_last = now;
+            kept += ok;
+            if (r != 0 || !ok)
+                break;
+        }
+        if (!st->greedy_id)
+            row += rows;
+        /* The KV of the last accepted token and of the accepted drafts stays; the rest is rolled back. */
+        q->n_computed = k > 0 ? pos0 + 1 + kept : pos0 + st->n_tokens;
+        if (k > 0) {
+            drafted += (uint64_t)k;
+            accepted += (uint64_t)kept;
+            verifies++;
+            update_policy(s, q, k, kept);
+        }
+        if (r == 1) {
             retire(s, q, OUT_OK);
-        else if (r < 0)
+            continue;
+        }
+        if (r < 0) {
             fail_seq(s, q, oerr.msg);
+            continue;
+        }
+        trim_blocks(s, q);
+        register_full_blocks(s, q);
+        if (s->src && !q->spec_off)
+            s->fed[n_fed++] = (sy_spec_fed){.seq = q, .pos0 = pos0, .n_fed = st->n_tokens,
+                                            .n_kept = q->n_computed - pos0, .row0 = row0};
     }
+    if (n_fed)
+        after_step(s, n_fed);
+    s->spec_drafted += drafted;
+    s->spec_accepted += accepted;
+    s->spec_verifies += verifies;
     if (s->m) {
         pthread_mutex_lock(&s->m->lock);
         s->m->generation_tokens += generated;
         s->m->steps++;
+        s->m->spec_draft_tokens[s->spec.method] += drafted;
+        s->m->spec_accepted_tokens[s->spec.method] += accepted;
+        s->m->spec_verifies[s->spec.method] += verifies;
         pthread_mutex_unlock(&s->m->lock);
     }
     update_gauges(s);

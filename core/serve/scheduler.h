@@ -22,6 +22,16 @@ typedef struct sy_sched sy_sched;
 
 /* metrics may be NULL. The engine and metrics must outlive the scheduler. */
 int sy_sched_new(sy_engine *e, sy_serve_metrics *metrics, sy_sched **out, sy_err *err);
+/*
+ * Speculative decoding: reads [speculative] from cfg (absent or method =
+ * none: nothing changes) and builds its draft source on the scheduler's
+ * engine; decoding sequences then verify drafts (core/spec/spec.h). Call
+ * once, before the first step. Errors name the key and file:line.
+ */
+int sy_sched_enable_spec(sy_sched *s, const sy_config *cfg, sy_err *err);
+/* Tests only: replaces the verification rule (sy_sampler_verify) to show that a broken one is caught. */
+void sy__sched_set_verify_rule(sy_sched *s, int32_t (*rule)(sy_sampler *smp, const float *dist, int32_t draft,
+                                                             bool *accepted));
 /* Aborts whatever is left (DONE "abort") and frees everything. */
 void sy_sched_free(sy_sched *s);
 
@@ -44,6 +54,9 @@ typedef struct sy_sched_stats {
     int32_t running, waiting;
     int32_t kv_total, kv_free, kv_cached_idle, kv_cached;
     uint64_t steps, preemptions, cached_tokens;
+    /* Speculative decoding (0 when off): drafts verified, of them accepted, sequence verifications. */
+    uint64_t spec_draft_tokens, spec_accepted_tokens, spec_verifies;
+    const char *spec_method; /* "none", "ngram", "mtp", "draft" */
 } sy_sched_stats;
 void sy_sched_stats_get(const sy_sched *s, sy_sched_stats *st);
 /* No running or waiting request. */

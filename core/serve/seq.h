@@ -37,6 +37,11 @@ typedef struct sy_seq {
     int32_t cached_tokens; /* prompt tokens found in the prefix cache */
     int32_t n_preempted;
     int32_t step_tokens; /* tokens this seq carries in the step being built */
+    /* Speculative decoding (serve/scheduler.c): drafts this step verifies (in tokens[n_tokens..]), whether the
+     * request still speculates, and the current policy window's drafted and accepted counts. */
+    int32_t spec_k;
+    bool spec_off;
+    int32_t spec_win_drafted, spec_win_accepted;
     bool running;
 
     /* The request's rules (copied at submit). */
@@ -90,6 +95,8 @@ typedef struct sy_out_ctx {
     size_t mask_words;
     int32_t *top_ids;  /* [20] */
     float *top_lps;    /* [20] */
+    /* Speculative verification's rule; NULL: sy_sampler_verify (tests put a broken one here to see it caught). */
+    int32_t (*verify)(sy_sampler *s, const float *dist, int32_t draft, bool *accepted);
 } sy_out_ctx;
 
 /*
@@ -112,6 +119,15 @@ void sy_out_ctx_fini(sy_out_ctx *o);
  * failure (the caller then fails the request).
  */
 int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err);
+/*
+ * sy_seq_on_logits for one row of a speculative verify (core/spec): the
+ * row predicting the position of draft (< 0: the row after the last draft,
+ * a plain sy_seq_on_logits). The same rules act on the row; the token is
+ * sy_sampler_verify's (greedy: the pick, accepted when equal to the draft;
+ * sampled: the rejection rule, distributed as the plain draw). *accepted
+ * says whether the token is the draft (then the next row is valid).
+ */
+int sy_seq_on_verify(sy_seq *s, sy_out_ctx *o, const float *logits, int32_t draft, bool *accepted, sy_err *err);
 /*
  * Whether the next token is the plain greedy pick of the model's logits:
  * temperature 0, no penalty, no logit_bias, no constraint, no logprobs and

@@ -342,7 +342,8 @@ int sy_seq_on_pick(sy_seq *s, sy_out_ctx *o, int32_t tok, sy_err *err)
     return on_token(s, o, tok, NULL, err);
 }
 
-int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err)
+/* The distribution the next token is drawn from: logits, or o->work after the request's rules changed them. */
+static int rule_logits(sy_seq *s, sy_out_ctx *o, const float *logits, const float **out, sy_err *err)
 {
     const int32_t V = o->vocab;
     /* The constraint, logit_bias, penalties and min_tokens act on a copy: logprobs report the model's own
@@ -370,7 +371,29 @@ int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err)
         }
         dist = o->work;
     }
-    return on_token(s, o, sy_sampler_next(&s->sampler, dist), logits, err);
+    *out = dist;
+    return SY_OK;
+}
+
+int sy_seq_on_logits(sy_seq *s, sy_out_ctx *o, const float *logits, sy_err *err)
+{
+    const float *dist = NULL;
+    int rc = rule_logits(s, o, logits, &dist, err);
+    return rc ? rc : on_token(s, o, sy_sampler_next(&s->sampler, dist), logits, err);
+}
+
+int sy_seq_on_verify(sy_seq *s, sy_out_ctx *o, const float *logits, int32_t draft, bool *accepted, sy_err *err)
+{
+    *accepted = false;
+    if (draft < 0)
+        return sy_seq_on_logits(s, o, logits, err);
+    const float *dist = NULL;
+    int rc = rule_logits(s, o, logits, &dist, err);
+    if (rc)
+        return rc;
+    const int32_t tok = o->verify ? o->verify(&s->sampler, dist, draft, accepted)
+                                  : sy_sampler_verify(&s->sampler, dist, draft, accepted);
+    return on_token(s, o, tok, logits, err);
 }
 
 /* Hands the filtered text to the tool parser (its content comes back in s->tout). */

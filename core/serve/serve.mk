@@ -6,6 +6,7 @@ libsycore_a_SOURCES += \
 	core/serve/text_filter.c core/serve/text_filter.h \
 	core/serve/seq.h core/serve/seq_output.c \
 	core/serve/scheduler.c core/serve/scheduler.h \
+	core/serve/sched_generate.c core/serve/sched_generate.h \
 	core/serve/metrics.c core/serve/metrics.h \
 	core/serve/server.c core/serve/server.h \
 	core/serve/chat_glue.c core/serve/chat_glue.h \

@@ -373,6 +373,10 @@ int sy_server_new(sy_engine *e, const sy_server_opts *opts, sy_server **out, sy_
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->idle, NULL);
     int rc = sy_sched_new(e, &s->metrics, &s->sched, err);
+    if (!rc && opts && opts->config && (rc = sy_sched_enable_spec(s->sched, opts->config, err))) {
+        sy_sched_free(s->sched);
+        s->sched = NULL;
+    }
     if (rc) {
         sy_serve_metrics_fini(&s->metrics);
         pthread_mutex_destroy(&s->lock);

@@ -25,6 +25,7 @@ typedef struct sy_server sy_server;
 typedef struct sy_server_opts {
     int32_t max_waiting;  /* submissions queued beyond this get SY_ERR_UNAVAILABLE */
     const char *model_id; /* the name /v1/models shows; NULL: the model directory's base name */
+    const sy_config *config; /* read for [speculative] (sy_sched_enable_spec); NULL: no speculative decoding */
 } sy_server_opts;
 
 /*

@@ -4,3 +4,4 @@
 libsycore_a_SOURCES += \
 	core/spec/spec.h
 libsycore_a_SOURCES += core/spec/spec_mtp.c core/spec/spec_draft.c
+libsycore_a_SOURCES += core/spec/spec_config.c core/spec/spec_source.c core/spec/spec_ngram.c

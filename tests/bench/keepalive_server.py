@@ -71,6 +71,9 @@ def serve(conn):
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                              b"Connection: close\r\n\r\n%s" % (len(b), b))
                 return
+            if method == "GET":  # /metrics (the bench's speculative counters): this server has none
+                conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                return
             n = json.loads(body)["max_tokens"]
             close = b"Connection: close\r\n" if MODE == "say-close" else b"Keep-Alive: timeout=5, max=100\r\n"
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"

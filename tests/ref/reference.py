@@ -22,8 +22,12 @@ absorbed as the engine does), interleaved RoPE as transformers writes it
 (de-interleaved output), yarn; GLM-5's DSA indexer (LayerNorm keys, relu
 scores weighted per head, the index_topk best past positions, "shared"
 layers reusing the previous choice; the lowest position wins a tie), and
-DeepSeek-V3.2's (one in every layer, RoPE over halves). MTP layers
-(num_nextn_predict_layers, stored after the decoder layers) are not run. No tokenizer:
+DeepSeek-V3.2's (one in every layer, RoPE over halves). The first MTP layer
+(num_nextn_predict_layers, stored after the decoder layers) of DeepSeek-V3,
+GLM-4.5 and GLM-5 with --mtp-check: transformers does not implement these
+layers (it drops their weights), so this reference is their oracle; the
+semantics are vLLM's deepseek_mtp.py / SGLang's deepseek_nextn.py (see
+Model.mtp_extend). No tokenizer:
 it works on token ids. Needs only numpy (Debian's python3-numpy); run it with
 $PYTHON_NUMPY (default /usr/bin/python3).
 
@@ -54,8 +58,20 @@ Checking another implementation's logits (teacher-forced, one batch):
     a summary; exits 1 when any row's max abs error exceeds --tol (or a row
     holds NaN/inf), 2 on bad input, 0 otherwise.
 
+Checking another implementation's MTP logits:
+
+    reference.py MODEL_DIR --ids IDS --mtp-check F [--mtp-chain D1,D2,...] --tol 1e-4
+
+    F holds len(IDS) - 1 + len(chain) float32 rows of vocab_size values: row p
+    (p < len(IDS) - 1) = the MTP logits at position p (the target's hidden at
+    p with IDS[p + 1]: they predict IDS[p + 2]); then one row per chained step
+    j = 1, 2, ...: at position len(IDS) - 2 + j, with token D_j and the MTP
+    hidden of the previous position. Same output and exit status as
+    --check-logits.
+
 As a library: Model(dir).greedy(prompt_ids, steps) -> (ids, logits rows),
-Model(dir).logits(ids) -> teacher-forced logits for every position.
+Model(dir).logits(ids) -> teacher-forced logits for every position,
+Model(dir).mtp_extend(ids) / .mtp_chain(...) -> the MTP layer's outputs.
 """
 
 import argparse
@@ -348,7 +364,7 @@ class Model:
         self.hd = cfg.get("head_dim") or (128 if self.arch == "qwen3" else self.H // self.nh)  # Qwen3Config: 128
         self.V = cfg["vocab_size"]
         self.eps = float(cfg.get("rms_norm_eps", 1e-6))
-        self.windows = layer_windows(cfg, self.arch, self.L)
+        self.windows = layer_windows(cfg, self.arch, self.L) + [None]  # [L]: the MTP layer, full attention
         self.max_pos = cfg.get("max_position_embeddings")
         self.rope_factor, self.interleave = 1.0, False
         if self.arch in MLA:
@@ -471,7 +487,7 @@ class Model:
                        "q_b": need(a + "q_b_proj.weight", (nh * qk, self.q_lora))})
         else:
             ly["q"] = need(a + "q_proj.weight", (nh * qk, H))
-        if self.dsa and self.indexer_types[i] == "full":
+        if self.dsa and (i >= self.L or self.indexer_types[i] == "full"):  # an MTP layer has its own indexer
             x = a + "indexer."
             ly["idx"] = {"wq_b": need(x + "wq_b.weight", (self.ih * self.idh, self.q_lora)),
                          "wk": need(x + "wk.weight", (self.idh, H)),
@@ -486,7 +502,8 @@ class Model:
             E = cfg.get("n_routed_experts", 0)
             ds = self.arch in ("deepseek_v3", "deepseek_v32")  # DeepseekV3Config: 8 groups keeping 4; GLM's 1 and 1
             types = cfg.get("mlp_layer_types")
-            sparse = (types[i] == "sparse") if types else i >= cfg.get("first_k_dense_replace", 0)
+            # an MTP layer (i >= L) is MoE whenever there are experts (SGLang's is_nextn decoder layer)
+            sparse = i >= self.L or ((types[i] == "sparse") if types else i >= cfg.get("first_k_dense_replace", 0))
             if E and sparse:
                 F, k, q = cfg["moe_intermediate_size"], cfg["num_experts_per_tok"], p + "mlp."
                 SF = F * cfg.get("n_shared_experts", 1)
@@ -538,13 +555,13 @@ class Model:
     def new_cache(self, capacity):
         if self.arch in MLA:  # the latent and the rope key, like transformers' MLA cache; indexer keys
             return {"len": 0, "cap": capacity,
-                    "lat": [np.zeros((capacity, self.kv_lora)) for _ in range(self.L)],
-                    "kpe": [np.zeros((capacity, self.rope_d)) for _ in range(self.L)],
-                    "ik": [np.zeros((capacity, self.idh)) if self.dsa else None for _ in range(self.L)],
+                    "lat": [np.zeros((capacity, self.kv_lora)) for _ in range(self.L + 1)],
+                    "kpe": [np.zeros((capacity, self.rope_d)) for _ in range(self.L + 1)],
+                    "ik": [np.zeros((capacity, self.idh)) if self.dsa else None for _ in range(self.L + 1)],
                     "sel": None}
         return {"len": 0, "cap": capacity,
-                "k": [np.zeros((capacity, self.nkv, self.hd)) for _ in range(self.L)],
-                "v": [np.zeros((capacity, self.nkv, self.hd)) for _ in range(self.L)]}
+                "k": [np.zeros((capacity, self.nkv, self.hd)) for _ in range(self.L + 1)],
+                "v": [np.zeros((capacity, self.nkv, self.hd)) for _ in range(self.L + 1)]}
 
     def _rope(self, x, pos):
         r = self.rot  # partial rotary (GLM-4-MoE): the first r dims, the rest passes
@@ -715,6 +732,10 @@ class Model:
 
     def forward(self, ids, cache):
         """Runs ids (appended to cache); returns logits [len(ids), vocab]."""
+        return self.hidden(ids, cache) @ self.lm_head.T
+
+    def hidden(self, ids, cache):
+        """Runs ids (appended to cache); returns the final-normed hidden states [len(ids), H]."""
         ids = np.asarray(ids, dtype=np.int64)
         if ids.size and (ids.min() < 0 or ids.max() >= self.V):
             raise RefError(f"token id out of range 0..{self.V - 1}")
@@ -726,7 +747,69 @@ class Model:
             x = x + self._attention(ly, l, rms_norm(x, ly["in_norm"], self.eps), cache, pos0)
             x = x + self._mlp(ly["mlp"], rms_norm(x, ly["post_norm"], self.eps))
         cache["len"] = pos0 + len(ids)
-        return rms_norm(x, self.norm, self.eps) @ self.lm_head.T
+        return rms_norm(x, self.norm, self.eps)
+
+    # -- multi-token prediction (the first MTP layer; layer index L in the caches)
+    def _load_mtp(self):
+        if getattr(self, "mtp", None) is not None:
+            return self.mtp
+        if self.arch not in DEEPSEEK_FAMILY or not self.cfg.get("num_nextn_predict_layers", 0):
+            raise RefError(f"model_type {self.arch!r} with num_nextn_predict_layers "
+                           f"{self.cfg.get('num_nextn_predict_layers', 0)} has no MTP layer")
+        L, H, need, t = self.L, self.H, self.need, self.t
+        p = f"model.layers.{L}."
+        mt = {"enorm": need(p + "enorm.weight", (H,)), "hnorm": need(p + "hnorm.weight", (H,)),
+              "eh_proj": need(p + "eh_proj.weight", (H, 2 * H)),
+              "head_norm": need(p + "shared_head.norm.weight", (H,)),
+              # GLM-4.5 ships no MTP embedding and some releases no head: the model's own then
+              "head": need(p + "shared_head.head.weight", (self.V, H)) if p + "shared_head.head.weight" in t
+              else self.lm_head,
+              "embed": need(p + "embed_tokens.weight", (self.V, H)) if p + "embed_tokens.weight" in t
+              else self.embed,
+              "in_norm": need(p + "input_layernorm.weight", (H,)),
+              "post_norm": need(p + "post_attention_layernorm.weight", (H,))}
+        if self.arch in MLA:
+            mt.update(self._load_mla(L, p, need))
+        else:
+            nh, nkv, hd, a = self.nh, self.nkv, self.hd, p + "self_attn."
+            mt.update({"q": need(a + "q_proj.weight", (nh * hd, H)), "k": need(a + "k_proj.weight", (nkv * hd, H)),
+                       "v": need(a + "v_proj.weight", (nkv * hd, H)), "o": need(a + "o_proj.weight", (H, nh * hd))})
+            if self.cfg.get("attention_bias", False):
+                mt.update({"bq": need(a + "q_proj.bias", (nh * hd,)), "bk": need(a + "k_proj.bias", (nkv * hd,)),
+                           "bv": need(a + "v_proj.bias", (nkv * hd,))})
+            if self.cfg.get("use_qk_norm", False):
+                mt.update({"q_norm": need(a + "q_norm.weight", (hd,)), "k_norm": need(a + "k_norm.weight", (hd,))})
+        mt["mlp"] = self._load_mlp(L, p, need)
+        self.mtp = mt
+        return mt
+
+    def _mtp_rows(self, tokens, hid, cache, pos0):
+        """The MTP layer at positions pos0.. : x = eh_proj([enorm(embed(token)); hnorm(hid)]) (embedding
+        first), one decoder block with its own KV (layer index L); returns (g, logits): g the block's output
+        (the residual stream, before shared_head.norm), logits = head(shared_head.norm(g))."""
+        mt, eps = self._load_mtp(), self.eps
+        e = rms_norm(mt["embed"][np.asarray(tokens, dtype=np.int64)], mt["enorm"], eps)
+        x = np.concatenate([e, rms_norm(hid, mt["hnorm"], eps)], axis=-1) @ mt["eh_proj"].T
+        x = x + self._attention(mt, self.L, rms_norm(x, mt["in_norm"], eps), cache, pos0)
+        x = x + self._mlp(mt["mlp"], rms_norm(x, mt["post_norm"], eps))
+        return x, rms_norm(x, mt["head_norm"], eps) @ mt["head"].T
+
+    def mtp_extend(self, ids, extra=8):
+        """Teacher-forced: the target over ids, then the MTP layer at every position p < len(ids) - 1 from the
+        target's final-normed hidden at p and ids[p + 1] (predicting ids[p + 2]). Returns (g [N-1, H], logits
+        [N-1, V], cache): the cache holds room for `extra` chained steps."""
+        ids = list(ids)
+        if len(ids) < 2:
+            raise RefError("the MTP needs at least two ids (a position and the token after it)")
+        cache = self.new_cache(len(ids) + extra)
+        hid = self.hidden(ids, cache)
+        g, logits = self._mtp_rows(ids[1:], hid[:-1], cache, 0)
+        return g, logits, cache
+
+    def mtp_chain(self, cache, pos, token, g_prev):
+        """One chained step at pos: embed(token) with the MTP hidden of pos - 1. Returns (g [H], logits [V])."""
+        g, logits = self._mtp_rows([token], np.asarray(g_prev)[None, :], cache, pos)
+        return g[0], logits[0]
 
     # -- entry points
     def logits(self, ids):
@@ -802,6 +885,36 @@ def check_logits(model, args, ids):
     return 1 if bad else 0
 
 
+def check_mtp(model, args, ids):
+    chain = parse_ids(args.mtp_chain) if args.mtp_chain else []
+    g, ref, cache = model.mtp_extend(ids, extra=len(chain) + 1)
+    rows, prev = list(ref), g[-1]
+    for j, tok in enumerate(chain, start=1):
+        prev, row = model.mtp_chain(cache, len(ids) - 2 + j, tok, prev)
+        rows.append(row)
+    ref = np.array(rows)
+    V, R = model.V, len(rows)
+    size = os.path.getsize(args.mtp_check)
+    if size != 4 * V * R:
+        raise RefError(f"{args.mtp_check}: {size} bytes, expected {R} rows ({len(ids) - 1} positions + "
+                       f"{len(chain)} chained) of {V} float32 values")
+    got = np.fromfile(args.mtp_check, dtype="<f4").astype(np.float64).reshape(R, V)
+    bad, worst = 0, 0.0
+    for i in range(R):
+        finite = bool(np.all(np.isfinite(got[i])))
+        err = float(np.max(np.abs(got[i] - ref[i]))) if finite else float("inf")
+        worst = max(worst, err)
+        over = err > args.tol
+        bad += over
+        a, b = int(np.argmax(ref[i])), int(np.argmax(got[i])) if finite else -1
+        what = f"position {i:3d}" if i < len(ids) - 1 else f"chained {i - len(ids) + 2}"
+        print(f"{what}: max abs err {err:.3e}  argmax ref {a} file {b}{'' if a == b else ' (differ)'}"
+              f"{'  OVER TOLERANCE' if over else ''}")
+    print(f"{'FAIL' if bad else 'OK'}: MTP max abs error {worst:.3e} over {R} rows ({len(chain)} chained, "
+          f"tolerance {args.tol:g}){f'; {bad} rows over' if bad else ''}")
+    return 1 if bad else 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Float64 numpy reference forward pass (see the module docstring).")
     ap.add_argument("model_dir")
@@ -813,12 +926,16 @@ def main(argv=None):
     ap.add_argument("--check-logits", metavar="F", help="compare F's float32 rows with teacher-forced logits")
     ap.add_argument("--prompt-len", type=int, help="with --check-logits: prompt length (default len(ids) - rows)")
     ap.add_argument("--tol", type=float, default=1e-3, help="with --check-logits: max abs error allowed (1e-3)")
+    ap.add_argument("--mtp-check", metavar="F", help="compare F's float32 rows with the MTP layer's logits")
+    ap.add_argument("--mtp-chain", default="", help="with --mtp-check: the chained steps' tokens, comma-separated")
     args = ap.parse_args(argv)
     try:
         ids = parse_ids(args.ids)
         if not ids:
             raise RefError("--ids: expected at least one id")
         model = Model(args.model_dir)
+        if args.mtp_check:
+            return check_mtp(model, args, ids)
         if args.check_logits:
             return check_logits(model, args, ids)
         if args.steps < 1:

@@ -146,7 +146,7 @@ static void test_parse_errors(void)
     load_fail("[model]\npath = /a\n\n[atention]\nplugin = cpu\n", msg, sizeof msg, path, sizeof path);
     snprintf(want, sizeof want,
              "%s:4: unknown section [atention] (did you mean [attention]?); known sections: "
-             "[model], [scheduler], [plugins], [device], [attention], [moe], [comm], [frontend:NAME]",
+             "[model], [scheduler], [plugins], [device], [attention], [moe], [comm], [speculative], [frontend:NAME]",
              path);
     CHECK(strcmp(msg, want) == 0);
     if (strcmp(msg, want))
