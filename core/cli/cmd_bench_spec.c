@@ -35,8 +35,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: switchyard bench-spec -c CONFIG [--model DIR] [--ctx 128,512,2048] [-k K] [--rounds N]\n"
-            "         [--acceptance 0.85[,0.9...]] [--measure N] [--json] [--set section.key=value]\n"
-            "         [--plugin-dir DIR] [-q|-v]\n"
+            "         [--acceptance 0.85[,0.9...]] [--measure N] [--prompt-repeat N] [--json]\n"
+            "         [--set section.key=value] [--plugin-dir DIR] [-q|-v]\n"
             "Times one plain decode step, one verify step over k+1 tokens and one draft step of the\n"
             "configured [speculative] source (ngram when none is configured) at each context length,\n"
             "and the speedup they give at a per-token acceptance alpha:\n"
@@ -47,7 +47,10 @@ static void usage(FILE *f)
             "  --acceptance A    per-token acceptance for the expected speedup, comma-separated (default\n"
             "                    0.85, DeepSeek-V3's MTP second-token acceptance)\n"
             "  --measure N       run the source for real over an N-token greedy continuation and report\n"
-            "                    its acceptance (default 128; 0: off)\n"
+            "                    its acceptance (default 128; 0: off); [speculative] min_acceptance and\n"
+            "                    policy_window switch it off as in serving\n"
+            "  --prompt-repeat N the measured prompt is a 32-token random block repeated N times (default 1;\n"
+            "                    output that copies its input, prompt lookup's case)\n"
             "  --json            one JSON document on stdout instead of the table\n");
 }
 
@@ -79,6 +82,7 @@ static double expected_tokens(double alpha, int k)
 typedef struct bs_ctx {
     sy_engine *e;
     sy_spec_source *src;
+    const sy_spec_config *sc; /* its policy: the measuring loop switches off as serving would */
     sy_kv_blocks *kv;
     int32_t k, vocab, max_bt;
     int32_t *picks; /* [k + 1] */
@@ -230,24 +234,32 @@ typedef struct bs_measure {
     uint64_t drafted, accepted, verifies;
     double plain_tok_s, spec_tok_s;
     bool same; /* the speculative loop's tokens equal plain greedy decoding's */
+    int32_t off_at; /* tokens generated when the per-request policy switched speculation off; -1: never */
 } bs_measure;
 
 /*
  * Plain greedy decoding of n tokens after a prompt, then the same with the
  * source: propose, one verify step, keep the drafts the target's picks
- * agree with and the target's pick after them.
+ * agree with and the target's pick after them. The prompt is a block of
+ * random ids repeated `repeat` times (output that copies its input, where
+ * prompt lookup pays). The [speculative] per-request switch-off applies as
+ * in the scheduler (sy_spec_policy_says_off): after it the loop decodes
+ * plainly.
  */
-static int measure(bs_ctx *c, int32_t n_prompt, int32_t n, uint64_t *seed, bs_measure *m, sy_err *err)
+static int measure(bs_ctx *c, int32_t n_block, int32_t repeat, int32_t n, uint64_t *seed, bs_measure *m,
+                   sy_err *err)
 {
+    const int32_t n_prompt = n_block * repeat;
     const int32_t k = c->k, cap = n_prompt + n + k + 1;
     int32_t *prompt = malloc(sizeof(int32_t) * (size_t)n_prompt), *drafts = malloc(sizeof(int32_t) * (size_t)k);
     int32_t *feed = malloc(sizeof(int32_t) * (size_t)(k + 1)), *plain = malloc(sizeof(int32_t) * (size_t)cap);
     bs_seq s = {0};
     memset(m, 0, sizeof *m);
     m->n = n;
+    m->off_at = -1;
     int rc = prompt && drafts && feed && plain ? SY_OK : sy_err_set(err, SY_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; !rc && i < n_prompt; i++)
-        prompt[i] = (int32_t)(rng_next(seed) % (uint64_t)c->vocab);
+        prompt[i] = i < n_block ? (int32_t)(rng_next(seed) % (uint64_t)c->vocab) : prompt[i - n_block];
     /* plain */
     if (!rc)
         rc = seq_init(c, &s, prompt, n_prompt, cap, err);
@@ -275,7 +287,7 @@ static int measure(bs_ctx *c, int32_t n_prompt, int32_t n, uint64_t *seed, bs_me
         sy_seq *q = &s.q;
         int32_t nd = 0, want = n_prompt + n - q->n_tokens - 1;
         struct sy_seq *qs = q;
-        if (want > 0)
+        if (want > 0 && !q->spec_off)
             rc = c->src->ops->propose(c->src, &qs, 1, want < k ? want : k, drafts, &nd, err);
         if (!rc)
             rc = verify_step(c, q, drafts, nd, feed, err);
@@ -293,8 +305,14 @@ static int measure(bs_ctx *c, int32_t n_prompt, int32_t n, uint64_t *seed, bs_me
             m->verifies++;
             m->drafted += (uint64_t)nd;
             m->accepted += (uint64_t)j;
+            if (sy_spec_policy_says_off(c->sc, &q->spec_win_drafted, &q->spec_win_accepted, nd, j)) {
+                q->spec_off = true;
+                m->off_at = q->n_tokens - n_prompt;
+                c->src->ops->forget(c->src, q);
+            }
         }
-        rc = c->src->ops->after_step(c->src, &fed, 1, err);
+        if (!q->spec_off)
+            rc = c->src->ops->after_step(c->src, &fed, 1, err);
     }
     m->spec_tok_s = n / (sy_now() - t0);
     m->same = !rc && memcmp(plain, s.q.tokens, sizeof(int32_t) * (size_t)(n_prompt + n)) == 0;
@@ -331,7 +349,7 @@ int sy_cmd_bench_spec(int argc, char **argv)
     sy_cli_common co = {0};
     double ctxd[BS_MAX_CTX] = {128, 512, 2048}, alpha[BS_MAX_ALPHA] = {0.85};
     int n_ctx = 3, n_alpha = 1, json = 0;
-    long long k_opt = 0, rounds = 7, n_measure = 128;
+    long long k_opt = 0, rounds = 7, n_measure = 128, prompt_repeat = 1;
     for (int i = 1; i < argc; i++) {
         int r = sy_cli_common_arg(&co, argc, argv, &i);
         if (r < 0)
@@ -356,6 +374,9 @@ int sy_cmd_bench_spec(int argc, char **argv)
                 return 2;
         } else if (strcmp(a, "--measure") == 0) {
             if (!(v = sy_cli_value(argc, argv, &i)) || sy_cli_int(a, v, 0, 1 << 20, &n_measure))
+                return 2;
+        } else if (strcmp(a, "--prompt-repeat") == 0) {
+            if (!(v = sy_cli_value(argc, argv, &i)) || sy_cli_int(a, v, 1, 256, &prompt_repeat))
                 return 2;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
@@ -390,7 +411,7 @@ int sy_cmd_bench_spec(int argc, char **argv)
     sy_engine_opts eo = {.plugin_dirs = co.plugin_dirs[0] ? co.plugin_dirs : NULL, .progress = co.verbosity >= 0 && !json};
     if (!rc)
         rc = sy_engine_open(cfg, &eo, &e, &err);
-    bs_ctx c = {.e = e, .k = sc.num_draft_tokens};
+    bs_ctx c = {.e = e, .sc = &sc, .k = sc.num_draft_tokens};
     if (!rc)
         rc = sy_spec_source_new(&sc, cfg, e, &c.src, &err);
     if (rc) {
@@ -425,12 +446,12 @@ int sy_cmd_bench_spec(int argc, char **argv)
     }
     bs_measure m = {0};
     int measured = 0;
-    const int32_t n_prompt = 32;
+    const int32_t n_block = 32, n_prompt = n_block * (int32_t)prompt_repeat;
     if (!rc && c.picks && n_measure > 0) {
         if (n_prompt + n_measure + k + 1 > max_len)
-            fprintf(stderr, "switchyard bench-spec: --measure %lld skipped: it passes max_seq_len %d\n", n_measure,
-                    max_len);
-        else if (!(rc = measure(&c, n_prompt, (int32_t)n_measure, &seed, &m, &err)))
+            fprintf(stderr, "switchyard bench-spec: --measure %lld skipped: with a %d-token prompt it passes "
+                    "max_seq_len %d\n", n_measure, n_prompt, max_len);
+        else if (!(rc = measure(&c, n_block, (int32_t)prompt_repeat, (int32_t)n_measure, &seed, &m, &err)))
             measured = m.drafted > 0;
     }
     if (!c.picks)
@@ -473,11 +494,13 @@ int sy_cmd_bench_spec(int argc, char **argv)
             json_object_set_new(root, "contexts", arr);
             if (m.n > 0)
                 json_object_set_new(root, "measured",
-                                    json_pack("{s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:b}", "tokens", m.n, "drafted",
+                                    json_pack("{s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:b, s:i}", "tokens",
+                                              m.n, "prompt_tokens", n_prompt, "drafted",
                                               (json_int_t)m.drafted, "accepted", (json_int_t)m.accepted, "verifies",
                                               (json_int_t)m.verifies, "acceptance_rate", acc,
                                               "mean_accepted_length", e_meas, "plain_tok_s", m.plain_tok_s,
-                                              "spec_tok_s", m.spec_tok_s, "same_as_plain", m.same));
+                                              "spec_tok_s", m.spec_tok_s, "same_as_plain", m.same,
+                                              "switched_off_at", m.off_at));
             char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
             if (s)
                 printf("%s\n", s);
@@ -516,12 +539,17 @@ int sy_cmd_bench_spec(int argc, char **argv)
             for (int a = 0; a < n_alpha; a++)
                 printf("# at acceptance %.3g: E = %.3f tokens per verify\n", alpha[a], expected_tokens(alpha[a], k));
             if (m.n > 0)
-                printf("# measured over a %d-token greedy continuation (prompt %d random ids): acceptance %.3f, mean "
+                printf("# measured over a %d-token greedy continuation (prompt %d ids: %d random repeated %lld "
+                       "times): acceptance %.3f, mean "
                        "accepted length %.3f (%llu drafted, %llu accepted, %llu verifies); %.1f tok/s with %s vs %.1f "
                        "plain; output %s plain greedy\n",
-                       m.n, n_prompt, acc, e_meas, (unsigned long long)m.drafted, (unsigned long long)m.accepted,
+                       m.n, n_prompt, n_block, prompt_repeat, acc, e_meas, (unsigned long long)m.drafted, (unsigned long long)m.accepted,
                        (unsigned long long)m.verifies, m.spec_tok_s, method, m.plain_tok_s,
                        m.same ? "identical to" : "DIFFERS from");
+            if (m.n > 0 && m.off_at >= 0)
+                printf("# per-request policy: acceptance under %.2f over %d drafts, speculation switched off after %d "
+                       "generated tokens (decoded plainly from there, as serving would)\n",
+                       (double)sc.min_acceptance, sc.policy_window, m.off_at);
         }
         if (m.n > 0 && !m.same)
             rc = 1;

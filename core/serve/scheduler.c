@@ -244,6 +244,13 @@ void sy_sched_free(sy_sched *s)
     free(s);
 }
 
+void sy__sched_set_spec_source(sy_sched *s, sy_spec_source *src)
+{
+    if (s->src)
+        s->src->ops->free(s->src);
+    s->src = src;
+}
+
 void sy__sched_set_verify_rule(sy_sched *s, int32_t (*rule)(sy_sampler *smp, const float *dist, int32_t draft,
                                                              bool *accepted))
 {
@@ -599,15 +606,10 @@ static void trim_blocks(sy_sched *s, sy_seq *q)
  */
 static void update_policy(sy_sched *s, sy_seq *q, int32_t drafted, int32_t accepted)
 {
-    q->spec_win_drafted += drafted;
-    q->spec_win_accepted += accepted;
-    if (q->spec_win_drafted < s->spec.policy_window)
-        return;
-    if ((double)q->spec_win_accepted < (double)s->spec.min_acceptance * (double)q->spec_win_drafted) {
+    if (sy_spec_policy_says_off(&s->spec, &q->spec_win_drafted, &q->spec_win_accepted, drafted, accepted)) {
         q->spec_off = true;
         s->src->ops->forget(s->src, q);
     }
-    q->spec_win_drafted = q->spec_win_accepted = 0;
 }
 
 /* The source catches up with the step; one that fails stops speculating for those sequences, which go on plainly. */

@@ -32,6 +32,9 @@ int sy_sched_enable_spec(sy_sched *s, const sy_config *cfg, sy_err *err);
 /* Tests only: replaces the verification rule (sy_sampler_verify) to show that a broken one is caught. */
 void sy__sched_set_verify_rule(sy_sched *s, int32_t (*rule)(sy_sampler *smp, const float *dist, int32_t draft,
                                                              bool *accepted));
+/* Tests only: replaces the draft source sy_sched_enable_spec built (freed here); the scheduler owns src now. */
+struct sy_spec_source;
+void sy__sched_set_spec_source(sy_sched *s, struct sy_spec_source *src);
 /* Aborts whatever is left (DONE "abort") and frees everything. */
 void sy_sched_free(sy_sched *s);
 

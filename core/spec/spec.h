@@ -52,6 +52,14 @@ typedef struct sy_spec_config {
 /* Reads and checks [speculative] (absent: method NONE). Errors name the key and file:line. */
 int sy_spec_config_read(const sy_config *cfg, sy_spec_config *out, sy_err *err);
 const char *sy_spec_method_name(sy_spec_method m);
+/*
+ * The per-request switch-off, shared by the scheduler and bench-spec: adds a
+ * verify's drafted and accepted counts to the request's window; once the
+ * window holds policy_window drafts it is judged and emptied. True when the
+ * request accepted fewer than min_acceptance of them and stops speculating.
+ */
+bool sy_spec_policy_says_off(const sy_spec_config *cfg, int32_t *win_drafted, int32_t *win_accepted,
+                             int32_t drafted, int32_t accepted);
 
 /* What the last target step did for one sequence, handed to the source after acceptance. */
 typedef struct sy_spec_fed {

@@ -104,3 +104,15 @@ int sy_spec_config_read(const sy_config *cfg, sy_spec_config *out, sy_err *err)
     }
     return SY_OK;
 }
+
+bool sy_spec_policy_says_off(const sy_spec_config *cfg, int32_t *win_drafted, int32_t *win_accepted,
+                             int32_t drafted, int32_t accepted)
+{
+    *win_drafted += drafted;
+    *win_accepted += accepted;
+    if (*win_drafted < cfg->policy_window)
+        return false;
+    const bool off = (double)*win_accepted < (double)cfg->min_acceptance * (double)*win_drafted;
+    *win_drafted = *win_accepted = 0;
+    return off;
+}

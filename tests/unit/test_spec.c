@@ -603,6 +603,130 @@ static void metrics_counters(const char *model)
     sy_config_free(cfg);
 }
 
+/*
+ * A test source that knows the plain run's output: it proposes the right
+ * continuation for one request (every draft accepted) and a wrong first
+ * draft for another (none accepted), and counts what each was asked for.
+ */
+typedef struct oracle_src {
+    sy_spec_source base;
+    const out *plain; /* plain greedy outputs, by request id - 1 */
+    const req_spec *r;
+    int32_t vocab;
+    uint64_t good_id, bad_id;
+    int32_t drafted_good, drafted_bad, bad_generated_at_last; /* bad: n_generated at its last proposal */
+} oracle_src;
+
+static int oracle_after_step(sy_spec_source *src, const sy_spec_fed *fed, int32_t n, sy_err *err)
+{
+    (void)src, (void)fed, (void)n, (void)err;
+    return SY_OK;
+}
+
+static int oracle_propose(sy_spec_source *src, sy_seq *const *seqs, int32_t n, int32_t kmax, int32_t *drafts,
+                          int32_t *n_drafts, sy_err *err)
+{
+    (void)err;
+    oracle_src *o = (oracle_src *)src;
+    for (int32_t i = 0; i < n; i++) {
+        const sy_seq *q = seqs[i];
+        const out *p = &o->plain[q->id - 1];
+        const int32_t gen = q->n_tokens - q->n_prompt;
+        n_drafts[i] = 0;
+        for (int32_t j = 0; j < kmax && gen + j < p->n; j++)
+            drafts[i * kmax + j] = p->toks[gen + j];
+        if (q->id == o->good_id) {
+            n_drafts[i] = gen + kmax <= p->n ? kmax : p->n - gen;
+            o->drafted_good += n_drafts[i];
+        } else if (q->id == o->bad_id && gen < p->n) {
+            drafts[i * kmax] = (p->toks[gen] + 1) % o->vocab; /* never the target's pick */
+            n_drafts[i] = 1;
+            o->drafted_bad++;
+            o->bad_generated_at_last = gen;
+        }
+    }
+    return SY_OK;
+}
+
+static void oracle_forget(sy_spec_source *src, sy_seq *seq)
+{
+    (void)src, (void)seq;
+}
+
+static void oracle_free(sy_spec_source *src)
+{
+    (void)src; /* on the test's stack */
+}
+
+static const sy_spec_source_ops oracle_ops = {.method = SY_SPEC_NGRAM, .after_step = oracle_after_step,
+                                              .propose = oracle_propose, .forget = oracle_forget,
+                                              .free = oracle_free};
+
+/*
+ * The per-request switch-off: in one batch, a request whose drafts are
+ * never accepted stops being asked for drafts after policy_window of them
+ * (and still finishes with the plain run's tokens), while a request whose
+ * drafts are all accepted speculates to its end.
+ */
+static void request_switch_off(const char *model)
+{
+    const char *extra[] = {"scheduler.max_running=8", "speculative.policy_window=6",
+                           "speculative.min_acceptance=0.5"};
+    sy_config *cfg = make_config(model, true, extra, 3);
+    sy_engine *e = cfg ? open_engine(cfg) : NULL;
+    CHECK(e != NULL);
+    if (!e) {
+        sy_config_free(cfg);
+        return;
+    }
+    static req_spec r[4];
+    make_prompts(r, 4, sy_engine_model_config(e)->vocab, 5, false);
+    for (int i = 0; i < 4; i++) {
+        r[i].arrive_step = 0;
+        r[i].max_tokens = 40;
+    }
+    sy_err err = {{0}};
+    sy_sched *s = NULL;
+    oracle_src o = {.base = {.ops = &oracle_ops}, .plain = ra.o, .r = r, .vocab = sy_engine_model_config(e)->vocab,
+                    .good_id = 1, .bad_id = 2};
+    if (run_set(e, cfg, false, r, 4, &ra, NULL) == 0 && sy_sched_new(e, NULL, &s, &err) == 0 &&
+        sy_sched_enable_spec(s, cfg, &err) == 0) {
+        sy__sched_set_spec_source(s, &o.base);
+        static out got[4];
+        memset(got, 0, sizeof got);
+        for (int i = 0; i < 4; i++) {
+            sy_request q = {.struct_size = sizeof q, .prompt_ids = r[i].prompt, .n_prompt = (size_t)r[i].n_prompt,
+                            .max_tokens = r[i].max_tokens, .top_p = 1.0f, .repetition_penalty = 1.0f,
+                            .skip_special = 1, .top_logprobs = -1, .on_event = on_event, .user = &got[i]};
+            sy_seq *sq = NULL;
+            CHECK(sy_seq_new(&q, e, NULL, (uint64_t)i + 1, &sq, &err) == 0);
+            if (sq)
+                sy_sched_add(s, sq);
+        }
+        for (int step = 0; !sy_sched_idle(s) && step < 1000; step++)
+            CHECK(sy_sched_step(s, &err) >= 0);
+        sy_sched_stats st;
+        sy_sched_stats_get(s, &st);
+        for (int i = 0; i < 4; i++)
+            CHECK(got[i].done && got[i].n == ra.o[i].n &&
+                  memcmp(got[i].toks, ra.o[i].toks, sizeof(int32_t) * (size_t)got[i].n) == 0);
+        printf("switch-off: accepted request drafted %d tokens (of %d generated), rejected request drafted %d "
+               "(its last at token %d of %d); %llu accepted\n",
+               o.drafted_good, ra.o[0].n, o.drafted_bad, o.bad_generated_at_last, ra.o[1].n,
+               (unsigned long long)st.spec_accepted_tokens);
+        CHECK(o.drafted_bad == 6);                  /* one policy window, then never asked again */
+        CHECK(ra.o[1].n > o.bad_generated_at_last + 20); /* and it went on decoding plainly */
+        CHECK(o.drafted_good > 6 * 3 && st.spec_accepted_tokens == (uint64_t)o.drafted_good);
+        sy_sched_free(s);
+    } else {
+        fprintf(stderr, "FAIL scheduler: %s\n", err.msg);
+        CHECK(0);
+        sy_sched_free(s);
+    }
+    sy_engine_close(e);
+    sy_config_free(cfg);
+}
+
 /* [speculative] errors name the key and where it was set. */
 static void config_errors(void)
 {
@@ -663,6 +787,7 @@ int main(void)
     max_batch_off(small);
     prefix_cache_clean(small);
     metrics_counters(small);
+    request_switch_off(small);
     chi_square(stories);
     return sy_test_done("test_spec");
 }

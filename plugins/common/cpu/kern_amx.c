@@ -108,11 +108,130 @@ INL void block(const uint16_t *a0, int64_t lda0, const uint16_t *a1, int64_t lda
         _tile_stored(3, t[3], 64);
 }
 
+/*
+ * Few rows (decode, n <= 16): one row tile configured n rows tall, so x is
+ * read in place (no zero-padded copy, and each TDPBF16PS does n rows of
+ * work, not 16), three panels per pass (tmm0-2 accumulate, tmm4 holds x,
+ * tmm5-7 the weights), panels in address order so a worker's column chunk
+ * is one contiguous stream, and the weight lines PF_AHEAD bytes ahead
+ * prefetched while the tiles compute. A row's outputs are the same
+ * TDPBF16PS sequence over the same k slices as in the 16-row tiles of the
+ * many-rows loop (the rows of a tile are independent dot products), so the
+ * bits are those of the row in any batch.
+ */
+#ifndef SYK_AMX_PF_AHEAD
+#define SYK_AMX_PF_AHEAD 4096 /* bytes of the weight stream fetched ahead of the tile loads */
+#endif
+#define FEW_PANELS 3
+#ifndef SYK_AMX_FEW_ROWS
+#define SYK_AMX_FEW_ROWS 16 /* up to this many rows, gemm_few; -D to 0 to time the 16-row tiles alone */
+#endif
+
+static void tiles_config_few(int nr)
+{
+    tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        c.colsb[t] = 64;
+        c.rows[t] = t < FEW_PANELS || t == 4 ? (uint8_t)nr : 16;
+    }
+    c.colsb[3] = 0;
+    c.rows[3] = 0;
+    _tile_loadconfig(&c);
+}
+
+/* Prefetch the 16 lines of one 1 KB weight tile. */
+INL void pf_tile(const uint16_t *b)
+{
+    const char *c = (const char *)b + SYK_AMX_PF_AHEAD;
+    for (int l = 0; l < 16; l++)
+        _mm_prefetch(c + l * 64, _MM_HINT_T0);
+}
+
+INL void few_block(const uint16_t *a, int64_t lda, const uint16_t *atail, const uint16_t *b, int64_t panel_elems,
+                   int64_t full, int tail, float t[4][P * P], const int np)
+{
+    _tile_zero(0);
+    if (np > 1)
+        _tile_zero(1);
+    if (np > 2)
+        _tile_zero(2);
+    for (int64_t s = 0; s < full + tail; s++) {
+        if (s < full)
+            _tile_loadd(4, a + s * KSTEP, lda);
+        else
+            _tile_loadd(4, atail, KSTEP * 2);
+        const uint16_t *bs = b + s * (P * KSTEP);
+        pf_tile(bs);
+        _tile_loadd(5, bs, 64);
+        if (np > 1) {
+            pf_tile(bs + panel_elems);
+            _tile_loadd(6, bs + panel_elems, 64);
+        }
+        if (np > 2) {
+            pf_tile(bs + 2 * panel_elems);
+            _tile_loadd(7, bs + 2 * panel_elems, 64);
+        }
+        _tile_dpbf16ps(0, 4, 5);
+        if (np > 1)
+            _tile_dpbf16ps(1, 4, 6);
+        if (np > 2)
+            _tile_dpbf16ps(2, 4, 7);
+    }
+    _tile_stored(0, t[0], 64);
+    if (np > 1)
+        _tile_stored(1, t[1], 64);
+    if (np > 2)
+        _tile_stored(2, t[2], 64);
+}
+
+static void gemm_few(const uint16_t *xb, int64_t ldx, const syk_amx_pack *w, float *out, int64_t ldo, int nr,
+                     int64_t c0, int64_t c1)
+{
+    uint16_t atail[16 * KSTEP] __attribute__((aligned(64)));
+    float t[4][P * P] __attribute__((aligned(64)));
+    const int64_t k = w->k, panel_elems = w->kpad * P;
+    const int64_t p_first = c0 / P, p_last = (c1 - 1) / P;
+    tiles_config_few(nr);
+    for (int64_t p = p_first; p <= p_last; p += FEW_PANELS) {
+        const int np = (int)(p_last - p + 1 < FEW_PANELS ? p_last - p + 1 : FEW_PANELS);
+        for (int64_t kb = 0; kb < k; kb += SYK_KC) {
+            const int64_t kc = k - kb < SYK_KC ? k - kb : SYK_KC;
+            const int64_t full = kc / KSTEP;
+            const int tail = kc % KSTEP != 0;
+            if (tail) {
+                memset(atail, 0, sizeof atail);
+                for (int i = 0; i < nr; i++)
+                    memcpy(atail + i * KSTEP, xb + i * ldx + kb + full * KSTEP,
+                           sizeof(uint16_t) * (size_t)(kc - full * KSTEP));
+            }
+            const uint16_t *a = xb + kb, *b = w->p + p * panel_elems + kb * P;
+            if (np == 3)
+                few_block(a, ldx * 2, atail, b, panel_elems, full, tail, t, 3);
+            else if (np == 2)
+                few_block(a, ldx * 2, atail, b, panel_elems, full, tail, t, 2);
+            else
+                few_block(a, ldx * 2, atail, b, panel_elems, full, tail, t, 1);
+            for (int q = 0; q < np; q++) {
+                const int64_t p0 = (p + q) * P;
+                const int64_t j0 = p0 > c0 ? p0 : c0, j1 = p0 + P < c1 ? p0 + P : c1;
+                put(t[q], out, ldo, nr, p0, j0, j1, kb > 0);
+            }
+        }
+    }
+    _tile_release();
+}
+
 static void gemm(const uint16_t *xb, int64_t ldx, const syk_amx_pack *w, float *out, int64_t ldo, int64_t n,
                  int64_t c0, int64_t c1)
 {
     if (n <= 0 || c1 <= c0)
         return;
+    if (n <= SYK_AMX_FEW_ROWS) {
+        gemm_few(xb, ldx, w, out, ldo, (int)n, c0, c1);
+        return;
+    }
     /* x for tiles with fewer than 16 rows or a partial last step of k: zero-padded copies of one slice. */
     uint16_t abuf[RT][16 * SYK_KC] __attribute__((aligned(64)));
     float t[4][P * P] __attribute__((aligned(64)));
