@@ -73,9 +73,11 @@ EOP
 }
 
 # 3. The small model as its own draft: every draft is the target's own greedy pick.
-drafted() { # NAME DRAFT_DIR: bench-spec --json with that draft model
-    "$sy" bench-spec -q -c "$ini" --model "$small" --set speculative.method=draft --set "speculative.draft_model=$2" \
-        --ctx 32 --rounds 2 --measure 64 --json >"$tmp/$1.json" 2>"$tmp/$1.err"
+drafted() { # NAME DRAFT_DIR [OPTION...]: bench-spec --json with that draft model
+    name=$1 dir=$2
+    shift 2
+    "$sy" bench-spec -q -c "$ini" --model "$small" --set speculative.method=draft --set "speculative.draft_model=$dir" \
+        --ctx 32 --rounds 2 --measure 64 --json "$@" >"$tmp/$name.json" 2>"$tmp/$name.err"
 }
 if drafted self "$small" && r=$(check_json "$tmp/self.json" 1 1 2>&1); then ok "draft = the target itself: $r"; else
     bad "draft = the target itself: $r $(cat "$tmp/self.err" "$tmp/self.json")"; fi
@@ -88,6 +90,20 @@ if "$SY_BUILDDIR/sy-mkmodel" --preset small --seed 5 --layers 2 --hidden 64 --he
 else
     bad "sy-mkmodel: another small checkpoint with the same tokenizer: $(cat "$tmp/mk.err")"
 fi
+
+# 4a. The measuring loop follows the per-request switch-off: with min_acceptance 1 judged after every verify, the
+# first verify with a rejected draft ends speculation (the rest decodes plainly, same output); a draft that is the
+# target itself never switches off. --prompt-repeat 2: the prompt is a 32-token block twice.
+if drafted strict "$tmp/other" --prompt-repeat 2 --set speculative.min_acceptance=1 --set speculative.policy_window=1 &&
+    r=$("$python" - "$tmp/strict.json" "$tmp/self.json" 2>&1 <<'EOP'
+import json, sys
+m, s = json.load(open(sys.argv[1]))["measured"], json.load(open(sys.argv[2]))["measured"]
+assert m["same_as_plain"] is True and m["prompt_tokens"] == 64, m
+assert m["accepted"] < m["drafted"] and 0 <= m["switched_off_at"] < m["tokens"], m
+assert s["switched_off_at"] == -1 and s["prompt_tokens"] == 32, s
+print("switched off after %d of %d tokens (%d verifies)" % (m["switched_off_at"], m["tokens"], m["verifies"]))
+EOP
+); then ok "bench-spec loop switch-off: $r"; else bad "bench-spec loop switch-off: $r $(cat "$tmp/strict.err")"; fi
 
 # 4b. Through the scheduler (generate --stats): greedy output with the model as its own draft equals plain
 #     decoding's, and every draft is accepted.
