@@ -2,7 +2,8 @@
  * Prompt lookup (method = ngram): the request's own tokens are the draft
  * model. The longest suffix of the tokens (ngram_max down to ngram_min)
  * that occurred before proposes what followed its most recent earlier
- * occurrence. No state per sequence: everything is read from seq->tokens.
+ * occurrence, continued periodically past the end. No state per sequence:
+ * everything is read from seq->tokens.
  */
 #include "config.h"
 
@@ -41,9 +42,13 @@ static int32_t lookup(const ngram_source *g, const int32_t *t, int32_t n, int32_
     }
     if (best_len < g->min)
         return 0;
+    /* What followed the match, copied past the end as an overlapping (LZ77-style) copy: the suffix says the
+     * tokens repeat with period n - 1 - best_end, so where the copy reaches the end it goes on with the drafts
+     * it has just written. A loop of one token (a match one position back) thus proposes kmax tokens, not 1;
+     * the verify keeps only what the target agrees with. */
     int32_t k = 0;
-    for (int32_t i = best_end + 1; i < n && k < kmax; i++)
-        out[k++] = t[i];
+    for (int32_t i = best_end + 1; k < kmax; i++, k++)
+        out[k] = i < n ? t[i] : out[i - n];
     return k;
 }
 

@@ -549,14 +549,19 @@ static void ngram_lookup(void)
     CHECK(ngram_drafts(1, 2, t, 18, 2, d) == 2);
     CHECK(d[0] == 8 && d[1] == 8);
     int32_t u[] = {4, 5, 6, 4, 5};
-    CHECK(ngram_drafts(1, 4, u, 5, 8, d) == 3);
-    CHECK(d[0] == 6 && d[1] == 4 && d[2] == 5);
+    /* The match "4 5" ends 3 back: the continuation 6 4 5 goes on with period 3 past the end. */
+    CHECK(ngram_drafts(1, 4, u, 5, 8, d) == 8);
+    CHECK(d[0] == 6 && d[1] == 4 && d[2] == 5 && d[3] == 6 && d[4] == 4 && d[5] == 5 && d[6] == 6 && d[7] == 4);
+    /* A loop of one token proposes kmax copies of it. */
+    int32_t w[] = {3, 7, 7, 7};
+    CHECK(ngram_drafts(1, 4, w, 4, 4, d) == 4);
+    CHECK(d[0] == 7 && d[1] == 7 && d[2] == 7 && d[3] == 7);
     int32_t v[] = {1, 2, 3, 1};
     CHECK(ngram_drafts(2, 4, v, 4, 4, d) == 0);
-    CHECK(ngram_drafts(1, 4, v, 4, 4, d) == 3);
-    CHECK(d[0] == 2 && d[1] == 3 && d[2] == 1);
+    CHECK(ngram_drafts(1, 4, v, 4, 4, d) == 4);
+    CHECK(d[0] == 2 && d[1] == 3 && d[2] == 1 && d[3] == 2);
     CHECK(ngram_drafts(1, 4, v, 3, 4, d) == 0);
-    printf("ngram lookup: longest, then most recent match; kmax and ngram_min respected\n");
+    printf("ngram lookup: longest, then most recent match, continued periodically; kmax and ngram_min respected\n");
 }
 
 /* /metrics carries the scheduler's speculative counters under method="ngram", the others at 0. */
