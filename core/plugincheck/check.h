@@ -42,6 +42,9 @@ enum { SY_PC_OK = 0, SY_PC_FAIL = 1, SY_PC_SKIP = 2 };
 void sy_pc_row(sy_pc *pc, const char *op, const char *cas, int verdict, double err, double tol, const char *note);
 /* Prints a timing row: microseconds per call and, when work > 0, work/us in the unit. */
 void sy_pc_time_row(sy_pc *pc, const char *op, const char *cas, double us, long runs, double work, const char *unit);
+/* The same with note (NULL or "": none) after the rate, e.g. "of 2400 peak (amx-bf16)". */
+void sy_pc_time_row_note(sy_pc *pc, const char *op, const char *cas, double us, long runs, double work, const char *unit,
+                         const char *note);
 
 /* Uniform in [-1, 1). */
 float sy_pc_rand(sy_pc *pc);

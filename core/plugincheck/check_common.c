@@ -32,10 +32,17 @@ void sy_pc_row(sy_pc *pc, const char *op, const char *cas, int verdict, double e
 
 void sy_pc_time_row(sy_pc *pc, const char *op, const char *cas, double us, long runs, double work, const char *unit)
 {
+    sy_pc_time_row_note(pc, op, cas, us, runs, work, unit, NULL);
+}
+
+void sy_pc_time_row_note(sy_pc *pc, const char *op, const char *cas, double us, long runs, double work, const char *unit,
+                         const char *note)
+{
     char rate[48] = "";
     if (work > 0 && us > 0)
         snprintf(rate, sizeof rate, "%10.2f %s", work / us / 1e3, unit);
-    printf("%-8s %-14s %-48s %12.2f us/run %7ld runs %s\n", sy_kind_name(pc->desc->kind), op, cas, us, runs, rate);
+    printf("%-8s %-14s %-48s %12.2f us/run %7ld runs %s%s%s\n", sy_kind_name(pc->desc->kind), op, cas, us, runs, rate,
+           note && *note ? " " : "", note ? note : "");
     fflush(stdout);
     pc->n_ok++;
 }

@@ -656,7 +656,29 @@ static void case_elementwise(sy_pc *pc, int silu)
 
 typedef int (*timed_fn)(dev *d, void *arg);
 
+/* "of Y peak (path)" for a linear on weights of wdt when the plugin has get_proc("matmul_peak"); else "". */
+static void peak_note(dev *d, sy_dtype wdt, char *note, size_t len)
+{
+    note[0] = 0;
+    void *f = d->pc->desc->get_proc ? d->pc->desc->get_proc("matmul_peak") : NULL;
+    if (!f)
+        return;
+    char path[32] = "";
+    const double peak = ((sy_device_matmul_peak_fn)f)(d->inst, wdt, path, sizeof path);
+    if (peak > 0)
+        snprintf(note, len, "of %.0f peak (%s)", peak, path);
+}
+
+static void time_op_note(dev *d, const char *op, const char *cas, timed_fn fn, void *arg, double work, const char *unit,
+                         const char *note);
+
 static void time_op(dev *d, const char *op, const char *cas, timed_fn fn, void *arg, double work, const char *unit)
+{
+    time_op_note(d, op, cas, fn, arg, work, unit, NULL);
+}
+
+static void time_op_note(dev *d, const char *op, const char *cas, timed_fn fn, void *arg, double work, const char *unit,
+                         const char *note)
 {
     sy_pc *pc = d->pc;
     int rc = fn(d, arg); /* warm-up, and the error check */
@@ -675,7 +697,7 @@ static void time_op(dev *d, const char *op, const char *cas, timed_fn fn, void *
     if (rc)
         sy_pc_row(pc, op, cas, SY_PC_FAIL, -1, -1, why(d, op, rc));
     else
-        sy_pc_time_row(pc, op, cas, t / (double)runs * 1e6, runs, work, unit);
+        sy_pc_time_row_note(pc, op, cas, t / (double)runs * 1e6, runs, work, unit, note);
 }
 
 typedef struct lin_args {
@@ -728,8 +750,11 @@ static void speed(sy_pc *pc)
             /* Batch 1 is bound by weight bytes, large batches by flops. */
             if (n == 1)
                 time_op(&d, "linear", cas, run_linear, &a, (double)m * k * sy_dtype_bits(lin[i].dt) / 8, "GB/s");
-            else
-                time_op(&d, "linear", cas, run_linear, &a, 2.0 * n * m * k, "GFLOP/s");
+            else {
+                char note[64];
+                peak_note(&d, lin[i].dt, note, sizeof note);
+                time_op_note(&d, "linear", cas, run_linear, &a, 2.0 * n * m * k, "GFLOP/s", note);
+            }
         } else {
             verdict(&d, "linear", cas, rc, "setup", 0, 0);
         }

@@ -712,6 +712,13 @@ typedef struct sy_device_ops {
  */
 typedef void (*sy_device_parallel_for_fn)(void *inst, int64_t n, int64_t grain, sy_range_fn fn, void *arg);
 typedef int (*sy_device_n_workers_fn)(void *inst);
+/*
+ * Optional device extra get_proc("matmul_peak"): the nominal peak GFLOP/s of
+ * the instance's matmul path for weights of wdtype, over all its workers (0:
+ * unknown), for benchmarks to print achieved against it; path (may be NULL)
+ * receives the path's name, e.g. "amx-bf16".
+ */
+typedef double (*sy_device_matmul_peak_fn)(void *inst, sy_dtype wdtype, char *path, size_t path_len);
 
 /* -------------------------------------------------------------- attn ops */
 

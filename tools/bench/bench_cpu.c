@@ -361,8 +361,20 @@ int main(int argc, char **argv)
     printf("model: %s, %.1fM parameters, %s weights, %.1f MB read per decode token\n", mc->arch_name,
            (double)m->n_params / 1e6, sy_dtype_name(m->embed.dtype), (double)step_bytes / 1e6);
     printf("plugins: %s; threads: %d\n", sy_engine_describe(e), threads);
-    printf("measured read bandwidth: %.1f GB/s -> batch-1 decode bound %.1f tok/s\n\n", bw, bound);
-    printf("| test | tokens | best tok/s | mean tok/s | vs bound |\n|---|---:|---:|---:|---:|\n");
+    printf("measured read bandwidth: %.1f GB/s -> batch-1 decode bound %.1f tok/s\n", bw, bound);
+    /* Prefill's matmul work: 2 FLOP per weight a token reads, less the LM head, which only the last
+     * position runs (attention's own products left out), against the device's nominal peak for the path. */
+    const uint64_t head_elems = (uint64_t)m->lm_head.shape[0] * (uint64_t)m->lm_head.shape[1];
+    const double elem_bytes = sy_dtype_bits(m->embed.dtype) / 8.0;
+    const double tok_flop = 2.0 * ((double)step_bytes / elem_bytes - (double)head_elems), head_flop = 2.0 * head_elems;
+    void *peak_f = e->device->plugin->desc->get_proc ? e->device->plugin->desc->get_proc("matmul_peak") : NULL;
+    char path[32] = "";
+    const double peak =
+        peak_f ? ((sy_device_matmul_peak_fn)peak_f)(e->device->inst, m->embed.dtype, path, sizeof path) : 0;
+    if (peak > 0)
+        printf("matmul peak: %.0f GFLOP/s (%s, nominal); prefill GFLOP/s counts the linear layers' weights only\n",
+               peak, path);
+    printf("\n| test | tokens | best tok/s | mean tok/s | vs bound |\n|---|---:|---:|---:|---:|\n");
 
     const int32_t V = mc->vocab;
     char *list = sy_strdup(prompts);
@@ -392,8 +404,13 @@ int main(int argc, char **argv)
             if (tps > best)
                 best = tps;
         }
-        if (rc == 0)
-            printf("| prefill pp%d | %d | %.1f | %.1f | |\n", n, n, best, sum / repeat);
+        if (rc == 0) {
+            char of_peak[96] = "";
+            if (peak > 0)
+                snprintf(of_peak, sizeof of_peak, "%.0f GFLOP/s of %.0f peak (%s)",
+                         (best * tok_flop + best / n * head_flop) / 1e9, peak, path);
+            printf("| prefill pp%d | %d | %.1f | %.1f | %s |\n", n, n, best, sum / repeat, of_peak);
+        }
         if (rc == 0 && profile) {
             char what[64];
             snprintf(what, sizeof what, "prefill pp%d (last run)", n);

@@ -6,9 +6,10 @@
  *
  * Tiles: tmm0-3 accumulate a 2 x 2 block of 16 x 16 outputs (two row tiles
  * by two panels), tmm4-5 hold x (16 rows x 32 k), tmm6-7 the weights
- * (16 k pairs x 16 columns). Every tile is configured 16 rows x 64 bytes;
- * fewer rows of x, k not a multiple of 32 and columns past m are zero
- * padding, so one configuration serves every shape, and the rows or panels
+ * (16 k pairs x 16 columns). From 17 rows on, every tile is configured 16
+ * rows x 64 bytes; fewer rows of x, k not a multiple of 32 and columns past
+ * m are zero padding, so one configuration serves every shape (up to 16
+ * rows, gemm_few configures the tiles n rows tall), and the rows or panels
  * computed alongside a tile change nothing in it: an output tile's value is
  * the same TDPBF16PS sequence over its slice of k wherever it sits (rows
  * of a tile are independent dot products). Each SYK_KC slice starts from
@@ -110,19 +111,16 @@ INL void block(const uint16_t *a0, int64_t lda0, const uint16_t *a1, int64_t lda
 
 /*
  * Few rows (decode, n <= 16): one row tile configured n rows tall, so x is
- * read in place (no zero-padded copy, and each TDPBF16PS does n rows of
- * work, not 16), three panels per pass (tmm0-2 accumulate, tmm4 holds x,
- * tmm5-7 the weights), panels in address order so a worker's column chunk
- * is one contiguous stream, and the weight lines PF_AHEAD bytes ahead
- * prefetched while the tiles compute. A row's outputs are the same
- * TDPBF16PS sequence over the same k slices as in the 16-row tiles of the
- * many-rows loop (the rows of a tile are independent dot products), so the
- * bits are those of the row in any batch.
+ * read in place (no zero-padded copy per slice, and each TDPBF16PS does n
+ * rows of work, not 16), and panels outermost, so a worker's column chunk
+ * is one contiguous stream in address order. A row's outputs are the same
+ * TDPBF16PS sequence over the same k slices as in the 16-row tiles below
+ * (the rows of a tile are independent dot products): a row has the same
+ * bits alone or in any batch. Two panels per pass measured faster than
+ * three, and software prefetch of the weight lines ahead measured slower
+ * (the hardware streamer already follows the contiguous panels): see
+ * docs/benchmarks.md.
  */
-#ifndef SYK_AMX_PF_AHEAD
-#define SYK_AMX_PF_AHEAD 4096 /* bytes of the weight stream fetched ahead of the tile loads */
-#endif
-#define FEW_PANELS 3
 #ifndef SYK_AMX_FEW_ROWS
 #define SYK_AMX_FEW_ROWS 16 /* up to this many rows, gemm_few; -D to 0 to time the 16-row tiles alone */
 #endif
@@ -134,56 +132,33 @@ static void tiles_config_few(int nr)
     c.palette = 1;
     for (int t = 0; t < 8; t++) {
         c.colsb[t] = 64;
-        c.rows[t] = t < FEW_PANELS || t == 4 ? (uint8_t)nr : 16;
+        c.rows[t] = t == 0 || t == 1 || t == 4 ? (uint8_t)nr : 16; /* tmm0-1 sums, tmm4 x: nr rows */
     }
-    c.colsb[3] = 0;
-    c.rows[3] = 0;
     _tile_loadconfig(&c);
 }
 
-/* Prefetch the 16 lines of one 1 KB weight tile. */
-INL void pf_tile(const uint16_t *b)
-{
-    const char *c = (const char *)b + SYK_AMX_PF_AHEAD;
-    for (int l = 0; l < 16; l++)
-        _mm_prefetch(c + l * 64, _MM_HINT_T0);
-}
-
+/* One slice of nr rows (tmm4) by one or two panels (b, b + panel_elems): full steps of x in place, then the tail. */
 INL void few_block(const uint16_t *a, int64_t lda, const uint16_t *atail, const uint16_t *b, int64_t panel_elems,
-                   int64_t full, int tail, float t[4][P * P], const int np)
+                   int64_t full, int tail, float t[4][P * P], const int twop)
 {
     _tile_zero(0);
-    if (np > 1)
+    if (twop)
         _tile_zero(1);
-    if (np > 2)
-        _tile_zero(2);
     for (int64_t s = 0; s < full + tail; s++) {
         if (s < full)
             _tile_loadd(4, a + s * KSTEP, lda);
         else
             _tile_loadd(4, atail, KSTEP * 2);
-        const uint16_t *bs = b + s * (P * KSTEP);
-        pf_tile(bs);
-        _tile_loadd(5, bs, 64);
-        if (np > 1) {
-            pf_tile(bs + panel_elems);
-            _tile_loadd(6, bs + panel_elems, 64);
-        }
-        if (np > 2) {
-            pf_tile(bs + 2 * panel_elems);
-            _tile_loadd(7, bs + 2 * panel_elems, 64);
-        }
-        _tile_dpbf16ps(0, 4, 5);
-        if (np > 1)
-            _tile_dpbf16ps(1, 4, 6);
-        if (np > 2)
-            _tile_dpbf16ps(2, 4, 7);
+        _tile_loadd(6, b + s * (P * KSTEP), 64);
+        if (twop)
+            _tile_loadd(7, b + panel_elems + s * (P * KSTEP), 64);
+        _tile_dpbf16ps(0, 4, 6);
+        if (twop)
+            _tile_dpbf16ps(1, 4, 7);
     }
     _tile_stored(0, t[0], 64);
-    if (np > 1)
+    if (twop)
         _tile_stored(1, t[1], 64);
-    if (np > 2)
-        _tile_stored(2, t[2], 64);
 }
 
 static void gemm_few(const uint16_t *xb, int64_t ldx, const syk_amx_pack *w, float *out, int64_t ldo, int nr,
@@ -194,26 +169,24 @@ static void gemm_few(const uint16_t *xb, int64_t ldx, const syk_amx_pack *w, flo
     const int64_t k = w->k, panel_elems = w->kpad * P;
     const int64_t p_first = c0 / P, p_last = (c1 - 1) / P;
     tiles_config_few(nr);
-    for (int64_t p = p_first; p <= p_last; p += FEW_PANELS) {
-        const int np = (int)(p_last - p + 1 < FEW_PANELS ? p_last - p + 1 : FEW_PANELS);
+    for (int64_t p = p_first; p <= p_last; p += 2) {
+        const int twop = p + 1 <= p_last;
         for (int64_t kb = 0; kb < k; kb += SYK_KC) {
             const int64_t kc = k - kb < SYK_KC ? k - kb : SYK_KC;
             const int64_t full = kc / KSTEP;
             const int tail = kc % KSTEP != 0;
-            if (tail) {
+            if (tail) { /* the last step of k past the row's end: a zero-padded copy, as the weights are padded */
                 memset(atail, 0, sizeof atail);
                 for (int i = 0; i < nr; i++)
                     memcpy(atail + i * KSTEP, xb + i * ldx + kb + full * KSTEP,
                            sizeof(uint16_t) * (size_t)(kc - full * KSTEP));
             }
             const uint16_t *a = xb + kb, *b = w->p + p * panel_elems + kb * P;
-            if (np == 3)
-                few_block(a, ldx * 2, atail, b, panel_elems, full, tail, t, 3);
-            else if (np == 2)
-                few_block(a, ldx * 2, atail, b, panel_elems, full, tail, t, 2);
-            else
+            if (twop)
                 few_block(a, ldx * 2, atail, b, panel_elems, full, tail, t, 1);
-            for (int q = 0; q < np; q++) {
+            else
+                few_block(a, ldx * 2, atail, b, panel_elems, full, tail, t, 0);
+            for (int q = 0; q < 1 + twop; q++) {
                 const int64_t p0 = (p + q) * P;
                 const int64_t j0 = p0 > c0 ? p0 : c0, j1 = p0 + P < c1 ? p0 + P : c1;
                 put(t[q], out, ldo, nr, p0, j0, j1, kb > 0);

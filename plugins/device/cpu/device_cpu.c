@@ -273,6 +273,19 @@ static const char *dev_isa_name(void *inst)
     return d ? syk_isa_name(d->isa) : "?";
 }
 
+/* "matmul_peak": the nominal peak of the path a linear on weights of wdtype takes here (bench and plugin-check). */
+static double dev_matmul_peak(void *inst, sy_dtype wdtype, char *path, size_t path_len)
+{
+    const sy_cpu_dev *d = inst;
+    if (!d)
+        return 0;
+    const syk_path p = wdtype == SY_DTYPE_BF16 && d->bdot ? (d->amx ? SYK_PATH_AMX : SYK_PATH_AVX512BF16) : SYK_PATH_F32;
+    if (path && path_len)
+        snprintf(path, path_len, "%s%s", p == SYK_PATH_AMX ? "amx-bf16" : p == SYK_PATH_AVX512BF16 ? "avx512-bf16" : "f32-",
+                 p == SYK_PATH_F32 ? syk_isa_name(d->isa) : "");
+    return syk_matmul_peak(d->isa, p, syk_pool_size(d->pool), NULL, 0);
+}
+
 static void *get_proc(const char *name)
 {
     if (!name)
@@ -283,6 +296,10 @@ static void *get_proc(const char *name)
     }
     if (strcmp(name, "n_workers") == 0) {
         sy_device_n_workers_fn f = dev_n_workers;
+        return (void *)f;
+    }
+    if (strcmp(name, "matmul_peak") == 0) {
+        sy_device_matmul_peak_fn f = dev_matmul_peak;
         return (void *)f;
     }
     if (strcmp(name, "isa") == 0) {
