@@ -11,7 +11,9 @@
  * over a greedy continuation (propose, one verify step, keep the matching
  * drafts and the target's pick) and reports the acceptance it measured,
  * the speedup formula at that acceptance, and that loop's own tokens/s
- * against plain greedy decoding of the same continuation.
+ * against plain greedy decoding of the same continuation. With --batch it
+ * times the three steps at each batch size instead and suggests
+ * [speculative] max_batch: the largest batch where the speedup still pays.
  */
 #include "config.h"
 
@@ -30,12 +32,13 @@
 
 #define BS_MAX_CTX 16
 #define BS_MAX_ALPHA 8
+#define BS_MAX_BATCH 16
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: switchyard bench-spec -c CONFIG [--model DIR] [--ctx 128,512,2048] [-k K] [--rounds N]\n"
-            "         [--acceptance 0.85[,0.9...]] [--measure N] [--prompt-repeat N] [--json]\n"
+            "         [--acceptance 0.85[,0.9...]] [--batch 1,2,4,8,16,32] [--measure N] [--prompt-repeat N] [--json]\n"
             "         [--set section.key=value] [--plugin-dir DIR] [-q|-v]\n"
             "Times one plain decode step, one verify step over k+1 tokens and one draft step of the\n"
             "configured [speculative] source (ngram when none is configured) at each context length,\n"
@@ -49,6 +52,12 @@ static void usage(FILE *f)
             "  --measure N       run the source for real over an N-token greedy continuation and report\n"
             "                    its acceptance (default 128; 0: off); [speculative] min_acceptance and\n"
             "                    policy_window switch it off as in serving\n"
+            "  --batch LIST      time the three steps at these batch sizes instead (B sequences, each its\n"
+            "                    own context and blocks: decode B tokens, verify B x (k+1), one draft step\n"
+            "                    of the source for all B, measured at B, not scaled), at each --ctx\n"
+            "                    (default 512 with --batch), and print \"suggested max_batch = N\": the\n"
+            "                    largest B up to which the speedup at the first --acceptance stays above 1\n"
+            "                    at every context timed ([speculative] max_batch)\n"
             "  --prompt-repeat N the measured prompt is a 32-token random block repeated N times (default 1;\n"
             "                    output that copies its input, prompt lookup's case)\n"
             "  --json            one JSON document on stdout instead of the table\n");
@@ -77,6 +86,36 @@ static uint64_t rng_next(uint64_t *s)
 static double expected_tokens(double alpha, int k)
 {
     return alpha >= 1.0 ? k + 1.0 : (1.0 - pow(alpha, k + 1)) / (1.0 - alpha);
+}
+
+typedef struct bs_row {
+    int32_t ctx, batch;
+    double decode_ms, verify_ms, draft_ms;
+} bs_row;
+
+static double row_speedup(const bs_row *r, double E, int32_t k)
+{
+    return E * r->decode_ms / (r->verify_ms + k * r->draft_ms);
+}
+
+/*
+ * The largest batch of context L's rows (ascending batches) up to which the
+ * speedup at alpha stays above 1; 0 when it does not at the smallest
+ * (max_batch = 0: never speculate); -1 when no row has context L.
+ */
+static int32_t suggest_max_batch(const bs_row *rows, int n, int32_t L, double alpha, int32_t k)
+{
+    int32_t best = -1;
+    for (int i = 0; i < n; i++) {
+        if (rows[i].ctx != L)
+            continue;
+        if (best < 0)
+            best = 0;
+        if (row_speedup(&rows[i], expected_tokens(alpha, k), k) <= 1.0)
+            break;
+        best = rows[i].batch;
+    }
+    return best;
 }
 
 typedef struct bs_ctx {
@@ -173,11 +212,6 @@ static int verify_step(bs_ctx *c, sy_seq *q, const int32_t *d, int32_t nd, int32
     return step1(c, &st, err);
 }
 
-typedef struct bs_row {
-    int32_t ctx;
-    double decode_ms, verify_ms, draft_ms;
-} bs_row;
-
 static int time_ctx(bs_ctx *c, int32_t L, int rounds, uint64_t *seed, bs_row *row, sy_err *err)
 {
     const int32_t k = c->k;
@@ -225,6 +259,102 @@ static int time_ctx(bs_ctx *c, int32_t L, int rounds, uint64_t *seed, bs_row *ro
     free(tokens);
     free(drafts);
     free(feed);
+    free(td);
+    return rc;
+}
+
+/*
+ * The same three costs at batch B: one plain decode step of B sequences
+ * (B tokens), one verify step of the B sequences over k + 1 tokens each
+ * (B x (k + 1) tokens, n_logits = k + 1 each), and one draft step of the
+ * source for the whole batch (after_step over the B decoded rows, then one
+ * propose for the B sequences, divided by k). Each sequence has its own
+ * random context of L tokens and its own blocks. The draft cost is measured
+ * at B rather than scaled from batch 1: prompt lookup's host work grows
+ * with B, a draft model's or MTP layer's batched step grows less.
+ */
+static int time_batch(bs_ctx *c, int32_t L, int32_t B, int rounds, uint64_t *seed, bs_row *row, sy_err *err)
+{
+    const int32_t k = c->k;
+    bs_seq *s = calloc((size_t)B, sizeof *s);
+    sy_step_seq *st = calloc((size_t)B, sizeof *st);
+    sy_spec_fed *fed = calloc((size_t)B, sizeof *fed);
+    struct sy_seq **qs = calloc((size_t)B, sizeof *qs);
+    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)(L + 1));
+    int32_t *feed = malloc(sizeof(int32_t) * (size_t)B * (size_t)(k + 1));
+    int32_t *picks = malloc(sizeof(int32_t) * (size_t)B * (size_t)(k + 1));
+    int32_t *drafts = malloc(sizeof(int32_t) * (size_t)B * (size_t)k), *nd = malloc(sizeof(int32_t) * (size_t)B);
+    /* the step's scratch rows when the device does not pick: k + 1 per sequence */
+    float *logits = malloc(sizeof(float) * (size_t)B * (size_t)(k + 1) * (size_t)c->vocab);
+    double *td = malloc(sizeof(double) * (size_t)rounds * 3);
+    int rc = s && st && fed && qs && tokens && feed && picks && drafts && nd && logits && td
+                 ? SY_OK
+                 : sy_err_set(err, SY_ERR_NOMEM, "out of memory");
+    int32_t n_init = 0;
+    while (!rc && n_init < B) {
+        for (int32_t i = 0; i <= L; i++)
+            tokens[i] = (int32_t)(rng_next(seed) % (uint64_t)c->vocab);
+        bs_seq *q = &s[n_init++];
+        rc = seq_init(c, q, tokens, L + 1, L + 1 + k, err);
+        if (!rc)
+            rc = prefill(c, q, err);
+        if (rc) {
+            sy_err inner = *err;
+            sy_err_set(err, rc, "batch %d at ctx %d, sequence %d: %s", B, L, n_init, inner.msg);
+        }
+        qs[n_init - 1] = &q->q;
+    }
+    for (int r = -1; !rc && r < rounds; r++) { /* round -1 warms up (and lets the source catch up) */
+        double t[4];
+        for (int pass = 0; !rc && pass < 2; pass++) { /* pass 0: the verify step, 1: the plain decode step */
+            const int32_t n = pass == 0 ? 1 + k : 1;
+            for (int32_t i = 0; i < B; i++) {
+                sy_seq *q = qs[i];
+                int32_t *f = feed + (size_t)i * (size_t)(k + 1);
+                f[0] = q->tokens[q->n_computed];
+                for (int32_t j = 0; j < k; j++)
+                    f[1 + j] = q->tokens[(j * 7 + 1 + i) % (L + 1)];
+                st[i] = (sy_step_seq){.tokens = f, .n_tokens = n, .ctx_len = q->n_computed, .blocks = q->blocks,
+                                      .n_blocks = sy_kv_blocks_for(c->kv, q->n_computed + n), .want_logits = true,
+                                      .greedy_id = picks + (size_t)i * (size_t)(k + 1), .n_logits = n > 1 ? n : 0};
+            }
+            t[pass] = sy_now();
+            rc = sy_engine_step(c->e, st, B, logits, err);
+        }
+        /* the draft step follows the decode step, as in serving: row i of that step is sequence i's */
+        t[2] = sy_now();
+        for (int32_t i = 0; i < B; i++)
+            fed[i] = (sy_spec_fed){.seq = qs[i], .pos0 = qs[i]->n_computed, .n_fed = 1, .n_kept = 1, .row0 = i};
+        if (!rc)
+            rc = c->src->ops->after_step(c->src, fed, B, err);
+        if (!rc)
+            rc = c->src->ops->propose(c->src, qs, B, k, drafts, nd, err);
+        t[3] = sy_now();
+        if (r >= 0) {
+            td[r] = (t[2] - t[1]) * 1e3;
+            td[rounds + r] = (t[1] - t[0]) * 1e3;
+            td[2 * rounds + r] = (t[3] - t[2]) * 1e3 / k;
+        }
+    }
+    if (!rc) {
+        row->ctx = L;
+        row->batch = B;
+        row->decode_ms = median(td, rounds);
+        row->verify_ms = median(td + rounds, rounds);
+        row->draft_ms = median(td + 2 * rounds, rounds);
+    }
+    for (int32_t i = 0; i < n_init; i++)
+        seq_fini(c, &s[i]);
+    free(s);
+    free(st);
+    free(fed);
+    free(qs);
+    free(tokens);
+    free(feed);
+    free(picks);
+    free(drafts);
+    free(nd);
+    free(logits);
     free(td);
     return rc;
 }
@@ -348,7 +478,8 @@ int sy_cmd_bench_spec(int argc, char **argv)
 {
     sy_cli_common co = {0};
     double ctxd[BS_MAX_CTX] = {128, 512, 2048}, alpha[BS_MAX_ALPHA] = {0.85};
-    int n_ctx = 3, n_alpha = 1, json = 0;
+    double batchd[BS_MAX_BATCH];
+    int n_ctx = 3, n_alpha = 1, json = 0, n_batch = 0, ctx_given = 0;
     long long k_opt = 0, rounds = 7, n_measure = 128, prompt_repeat = 1;
     for (int i = 1; i < argc; i++) {
         int r = sy_cli_common_arg(&co, argc, argv, &i);
@@ -362,6 +493,10 @@ int sy_cmd_bench_spec(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--ctx") == 0) {
             if (!(v = sy_cli_value(argc, argv, &i)) || parse_list(a, v, 1, 1 << 24, ctxd, BS_MAX_CTX, &n_ctx))
+                return 2;
+            ctx_given = 1;
+        } else if (strcmp(a, "--batch") == 0) {
+            if (!(v = sy_cli_value(argc, argv, &i)) || parse_list(a, v, 1, 65536, batchd, BS_MAX_BATCH, &n_batch))
                 return 2;
         } else if (strcmp(a, "--acceptance") == 0) {
             if (!(v = sy_cli_value(argc, argv, &i)) || parse_list(a, v, 0, 1, alpha, BS_MAX_ALPHA, &n_alpha))
@@ -391,6 +526,16 @@ int sy_cmd_bench_spec(int argc, char **argv)
             fprintf(stderr, "switchyard bench-spec: --ctx expects whole token counts, found %g\n", ctxd[i]);
             return 2;
         }
+    for (int i = 0; i < n_batch; i++)
+        if (batchd[i] != floor(batchd[i])) {
+            fprintf(stderr, "switchyard bench-spec: --batch expects whole sequence counts, found %g\n", batchd[i]);
+            return 2;
+        }
+    qsort(batchd, (size_t)n_batch, sizeof *batchd, cmp_double); /* suggest_max_batch walks them ascending */
+    if (n_batch && !ctx_given) {
+        ctxd[0] = 512;
+        n_ctx = 1;
+    }
     sy_config *cfg = NULL;
     if (sy_cli_load_config(&co, &cfg))
         return 1;
@@ -430,7 +575,7 @@ int sy_cmd_bench_spec(int argc, char **argv)
         c.picks = NULL;
     }
     const int32_t k = c.k, max_len = sy_engine_max_seq_len(e);
-    bs_row rows[BS_MAX_CTX];
+    bs_row rows[BS_MAX_CTX * BS_MAX_BATCH];
     int n_rows = 0;
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     for (int i = 0; c.picks && i < n_ctx && !rc; i++) {
@@ -440,9 +585,32 @@ int sy_cmd_bench_spec(int argc, char **argv)
                     max_len);
             continue;
         }
-        rc = time_ctx(&c, L, (int)rounds, &seed, &rows[n_rows], &err);
-        if (!rc)
-            n_rows++;
+        if (!n_batch) {
+            rc = time_ctx(&c, L, (int)rounds, &seed, &rows[n_rows], &err);
+            if (!rc)
+                n_rows++;
+        }
+        for (int b = 0; b < n_batch && !rc; b++) {
+            const int32_t B = (int32_t)batchd[b];
+            const int64_t verify_rows = (int64_t)B * (1 + k);
+            if (B > sy_engine_max_seqs(e) || verify_rows > c.max_bt || verify_rows > sy_engine_max_logit_rows(e)) {
+                fprintf(stderr, "switchyard bench-spec: --batch %d skipped: its verify step is %d sequences x %d "
+                        "tokens, the engine takes at most %d sequences ([scheduler] max_running), %d tokens "
+                        "(max_batch_tokens) and %d logits rows a step\n", B, B, 1 + k, sy_engine_max_seqs(e),
+                        c.max_bt, sy_engine_max_logit_rows(e));
+                continue;
+            }
+            rc = time_batch(&c, L, B, (int)rounds, &seed, &rows[n_rows], &err);
+            if (!rc)
+                n_rows++;
+        }
+    }
+    /* per context, then the smallest over them: off wherever it would not pay */
+    int32_t suggest_ctx[BS_MAX_CTX], suggested = -1;
+    for (int i = 0; n_batch && i < n_ctx; i++) {
+        suggest_ctx[i] = suggest_max_batch(rows, n_rows, (int32_t)ctxd[i], alpha[0], k);
+        if (suggest_ctx[i] >= 0 && (suggested < 0 || suggest_ctx[i] < suggested))
+            suggested = suggest_ctx[i];
     }
     bs_measure m = {0};
     int measured = 0;
@@ -478,6 +646,8 @@ int sy_cmd_bench_spec(int argc, char **argv)
                 json_t *o = json_pack("{s:i, s:f, s:f, s:f, s:f, s:f}", "ctx", r->ctx, "decode_ms", r->decode_ms,
                                       "verify_ms", r->verify_ms, "draft_ms", r->draft_ms, "verify_ratio",
                                       r->verify_ms / r->decode_ms, "draft_ratio", r->draft_ms / r->decode_ms);
+                if (n_batch)
+                    json_object_set_new(o, "batch", json_integer(r->batch));
                 json_t *sp = json_array();
                 for (int a = 0; a < n_alpha; a++) {
                     const double E = expected_tokens(alpha[a], k);
@@ -491,7 +661,18 @@ int sy_cmd_bench_spec(int argc, char **argv)
                                         json_real(e_meas * r->decode_ms / (r->verify_ms + k * r->draft_ms)));
                 json_array_append_new(arr, o);
             }
-            json_object_set_new(root, "contexts", arr);
+            json_object_set_new(root, n_batch ? "batches" : "contexts", arr);
+            if (n_batch) {
+                json_t *per = json_array();
+                for (int i = 0; i < n_ctx; i++)
+                    if (suggest_ctx[i] >= 0)
+                        json_array_append_new(per, json_pack("{s:i, s:i}", "ctx", (int)ctxd[i], "max_batch",
+                                                             suggest_ctx[i]));
+                json_object_set_new(root, "suggested_per_ctx", per);
+                json_object_set_new(root, "suggested_at_acceptance", json_real(alpha[0]));
+                json_object_set_new(root, "suggested_max_batch",
+                                    suggested >= 0 ? json_integer(suggested) : json_null());
+            }
             if (m.n > 0)
                 json_object_set_new(root, "measured",
                                     json_pack("{s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:b, s:i}", "tokens",
@@ -512,12 +693,18 @@ int sy_cmd_bench_spec(int argc, char **argv)
                    sy_config_get(cfg, "model", "path"), mc->arch_name, mc->n_layers, mc->hidden,
                    sy_engine_describe(e), k, method, sc.method == SY_SPEC_DRAFT ? " " : "",
                    sc.method == SY_SPEC_DRAFT ? sc.draft_model : "", rounds);
-            printf("# %6s %10s %10s %10s %8s %8s", "ctx", "decode_ms", "verify_ms", "draft_ms", "verify/", "draft/");
+            printf("# %6s", "ctx");
+            if (n_batch)
+                printf(" %6s", "batch");
+            printf(" %10s %10s %10s %8s %8s", "decode_ms", "verify_ms", "draft_ms", "verify/", "draft/");
             for (int a = 0; a < n_alpha; a++)
                 printf(" %9s", "speedup@");
             if (measured)
                 printf(" %9s", "speedup@");
-            printf("\n# %6s %10s %10s %10s %8s %8s", "", "", "", "", "decode", "decode");
+            printf("\n# %6s", "");
+            if (n_batch)
+                printf(" %6s", "");
+            printf(" %10s %10s %10s %8s %8s", "", "", "", "decode", "decode");
             for (int a = 0; a < n_alpha; a++) {
                 char lab[32];
                 snprintf(lab, sizeof lab, "%.3g", alpha[a]);
@@ -528,7 +715,10 @@ int sy_cmd_bench_spec(int argc, char **argv)
             printf("\n");
             for (int i = 0; i < n_rows; i++) {
                 const bs_row *r = &rows[i];
-                printf("  %6d %10.3f %10.3f %10.4f %8.2f %8.3f", r->ctx, r->decode_ms, r->verify_ms, r->draft_ms,
+                printf("  %6d", r->ctx);
+                if (n_batch)
+                    printf(" %6d", r->batch);
+                printf(" %10.3f %10.3f %10.4f %8.2f %8.3f", r->decode_ms, r->verify_ms, r->draft_ms,
                        r->verify_ms / r->decode_ms, r->draft_ms / r->decode_ms);
                 for (int a = 0; a < n_alpha; a++)
                     printf(" %9.2f", expected_tokens(alpha[a], k) * r->decode_ms / (r->verify_ms + k * r->draft_ms));
@@ -538,6 +728,19 @@ int sy_cmd_bench_spec(int argc, char **argv)
             }
             for (int a = 0; a < n_alpha; a++)
                 printf("# at acceptance %.3g: E = %.3f tokens per verify\n", alpha[a], expected_tokens(alpha[a], k));
+            if (n_batch)
+                printf("# batch rows: decode_ms B sequences x 1 token, verify_ms B x %d, draft_ms one draft step of "
+                       "the source for all B\n", 1 + k);
+            for (int i = 0; n_batch && i < n_ctx; i++)
+                if (suggest_ctx[i] > 0)
+                    printf("# ctx %d: speedup at acceptance %.3g stays above 1 up to batch %d\n", (int)ctxd[i],
+                           alpha[0], suggest_ctx[i]);
+                else if (suggest_ctx[i] == 0)
+                    printf("# ctx %d: speedup at acceptance %.3g is not above 1 even at batch %d\n", (int)ctxd[i],
+                           alpha[0], (int)batchd[0]);
+            if (n_batch && suggested >= 0)
+                printf("# suggested max_batch = %d ([speculative] max_batch: the largest batch timed where the "
+                       "speedup at acceptance %.3g stays above 1 at every context timed)\n", suggested, alpha[0]);
             if (m.n > 0)
                 printf("# measured over a %d-token greedy continuation (prompt %d ids: %d random repeated %lld "
                        "times): acceptance %.3f, mean "

@@ -18,9 +18,9 @@ static const sy_key_decl spec_keys[] = {
     {"method", SY_KEY_ENUM, "none", "draft source: none, ngram (prompt lookup), mtp (the checkpoint's MTP layers), "
      "draft (a separate small model)", 0, 0, "none|ngram|mtp|draft"},
     {"num_draft_tokens", SY_KEY_INT, "4", "drafts proposed and verified per sequence and step (k)", 1, 16, NULL},
-    {"max_batch", SY_KEY_INT, "8",
-     "no speculation in a step with more decoding sequences than this (machine-dependent: the batch size where "
-     "bench-spec's verify step stops paying for itself)", 0, 65536, NULL},
+    {"max_batch", SY_KEY_INT, "32",
+     "no speculation in a step with more decoding sequences than this (machine-dependent: `switchyard bench-spec "
+     "--batch` prints the batch where the verify step stops paying for itself)", 0, 65536, NULL},
     {"min_acceptance", SY_KEY_FLOAT, "0.1",
      "a request whose acceptance over a policy_window of drafted tokens is below this stops speculating", 0, 1, NULL},
     {"policy_window", SY_KEY_INT, "32", "drafted tokens per acceptance check of the per-request switch-off", 1,
@@ -59,7 +59,7 @@ int sy_spec_config_read(const sy_config *cfg, sy_spec_config *out, sy_err *err)
     memset(out, 0, sizeof *out);
     out->method = SY_SPEC_NONE;
     out->num_draft_tokens = 4;
-    out->max_batch = 8;
+    out->max_batch = 32; /* bench-spec --batch on a 2-core AMX Xeon: docs/benchmarks.md */
     out->min_acceptance = 0.1f;
     out->policy_window = 32;
     out->ngram_min = 1;
@@ -77,7 +77,7 @@ int sy_spec_config_read(const sy_config *cfg, sy_spec_config *out, sy_err *err)
         if (strcmp(m, method_names[i]) == 0)
             out->method = (sy_spec_method)i;
     out->num_draft_tokens = (int32_t)sy_kv_int(kv, n, "num_draft_tokens", 4);
-    out->max_batch = (int32_t)sy_kv_int(kv, n, "max_batch", 8);
+    out->max_batch = (int32_t)sy_kv_int(kv, n, "max_batch", 32);
     out->min_acceptance = (float)sy_kv_float(kv, n, "min_acceptance", 0.1);
     out->policy_window = (int32_t)sy_kv_int(kv, n, "policy_window", 32);
     out->ngram_min = (int32_t)sy_kv_int(kv, n, "ngram_min", 1);

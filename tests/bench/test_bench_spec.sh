@@ -50,6 +50,41 @@ assert any(l.startswith("# at acceptance 0.9: E = ") for l in lines)
 EOP
 then ok "ngram table: columns, two rows of positive numbers"; else bad "ngram table: $(cat "$tmp/t.check")"; fi
 
+# 2a. --batch: a row per (ctx, batch) with the batch column, and a suggested max_batch that parses (not its
+#     value: it is the machine's); the JSON carries the same rows and the suggestion.
+if "$sy" bench-spec -q -c "$ini" --model "$small" --ctx 16 --batch 4,1 -k 3 --rounds 2 --acceptance 0.85,0.5 \
+    --measure 0 >"$tmp/b.out" 2>"$tmp/b.err" &&
+    "$sy" bench-spec -q -c "$ini" --model "$small" --ctx 16 --batch 1,4 -k 3 --rounds 2 --measure 0 --json \
+        >"$tmp/b.json" 2>>"$tmp/b.err"; then ok "--batch: exit 0"; else bad "--batch: exit $?: $(cat "$tmp/b.err")"; fi
+cat "$tmp/b.out"
+if "$python" - "$tmp/b.out" "$tmp/b.json" >"$tmp/b.check" 2>&1 <<'EOP'
+import json, re, sys
+lines = open(sys.argv[1]).read().splitlines()
+head = [l.split() for l in lines if l.startswith("#    ctx")]
+assert head and head[0][1:8] == ["ctx", "batch", "decode_ms", "verify_ms", "draft_ms", "verify/", "draft/"], head
+assert head[0].count("speedup@") == 2, head
+rows = [l.split() for l in lines if not l.startswith("#")]
+assert [(r[0], r[1]) for r in rows] == [("16", "1"), ("16", "4")], rows  # batches ascending
+for r in rows:
+    v = [float(x) for x in r]
+    assert len(v) == 9 and v[2] > 0 and v[3] > 0 and v[4] >= 0 and all(x > 0 for x in v[7:]), r
+sug = [re.match(r"# suggested max_batch = (\d+) ", l) for l in lines]
+sug = [int(m.group(1)) for m in sug if m]
+assert len(sug) == 1 and sug[0] in (0, 1, 4), sug
+d = json.load(open(sys.argv[2]))
+assert "contexts" not in d and [(b["ctx"], b["batch"]) for b in d["batches"]] == [(16, 1), (16, 4)], d
+for b in d["batches"]:
+    assert b["decode_ms"] > 0 and b["verify_ms"] > 0 and b["expected"][0]["speedup"] > 0, b
+assert d["suggested_max_batch"] in (0, 1, 4) and d["suggested_at_acceptance"] == 0.85, d
+assert d["suggested_per_ctx"] == [{"ctx": 16, "max_batch": d["suggested_max_batch"]}], d
+print("suggested max_batch %d" % sug[0])
+EOP
+then ok "--batch: rows per batch, suggested max_batch $(cat "$tmp/b.check")"; else bad "--batch: $(cat "$tmp/b.check")"; fi
+"$sy" bench-spec -q -c "$ini" --model "$small" --batch 1,2.5 >"$tmp/b2.out" 2>"$tmp/b2.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--batch expects whole sequence counts, found 2.5" "$tmp/b2.err"; then
+    ok "bad --batch: exit 2"; else bad "bad --batch: exit $rc: $(cat "$tmp/b2.err")"; fi
+
 # check_json FILE MIN_ACC MAX_ACC: contexts positive, the measured loop equal to plain greedy, acceptance in range
 check_json() {
     "$python" - "$@" <<'EOP'
