@@ -261,10 +261,6 @@ int sy__mla_open(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
     int rc0 = mla_rope_supported(e, c, err);
     if (rc0)
         return rc0;
-    if (e->tp_size > 1)
-        return sy_err_set(err, SY_ERR_UNSUPPORTED, "%s: multi-head latent attention does not run tensor parallel yet "
-                                                   "(tp %d); serve it on one rank",
-                          c->arch_name, e->tp_size);
     struct sy_mla *m = calloc(1, sizeof *m);
     if (!m)
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the MLA state");
@@ -273,7 +269,7 @@ int sy__mla_open(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
     m->P = c->qk_rope_dim;
     m->nope = c->qk_nope_dim;
     m->V = c->v_head_dim;
-    m->NH = c->n_heads;
+    m->NH = c->n_heads / e->tp_size; /* this rank's heads (tp_shard.c gives it their q_b rows and o_proj columns) */
     m->QK = m->nope + m->P;
     m->IH = c->index_n_heads;
     m->ID = c->index_head_dim;
@@ -295,16 +291,28 @@ int sy__mla_open(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
                               ? n_idx++
                               : -1;
     mla_rope_tables(c, m);
+    /* Each rank keeps the kv_b_proj rows of its own heads: the whole matrix is widened one layer at a time (a
+     * block-scaled one only dequantises whole), then the rank's rows are kept. */
     const size_t kvb_n = (size_t)m->NH * (size_t)(m->nope + m->V) * (size_t)m->R;
+    const size_t kvb_all = kvb_n * (size_t)e->tp_size;
     m->kvb = malloc(sizeof(float) * kvb_n * (size_t)L);
-    if (!m->kvb)
+    float *whole = e->tp_size > 1 ? malloc(sizeof(float) * kvb_all) : NULL;
+    if (!m->kvb || (e->tp_size > 1 && !whole)) {
+        free(whole);
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate kv_b_proj in F32 (%d layers of %zu values)", L, kvb_n);
-    for (int32_t l = 0; l < L; l++) {
-        int rc = kvb_to_f32(e, l, &sy__engine_host_layer(e, l)->kv_b, (int64_t)m->NH * (m->nope + m->V), m->R,
-                            m->kvb + (size_t)l * kvb_n, err);
-        if (rc)
-            return rc;
     }
+    for (int32_t l = 0; l < L; l++) {
+        float *dst = m->kvb + (size_t)l * kvb_n;
+        int rc = kvb_to_f32(e, l, &sy__engine_host_layer(e, l)->kv_b, (int64_t)c->n_heads * (m->nope + m->V), m->R,
+                            whole ? whole : dst, err);
+        if (rc) {
+            free(whole);
+            return rc;
+        }
+        if (whole)
+            memcpy(dst, whole + (size_t)e->tp_rank * kvb_n, sizeof(float) * kvb_n);
+    }
+    free(whole);
 
     /* The pool: every layer's latent + rope key, and the indexer keys, per token. */
     unsigned long long cache_bytes = 0;
@@ -340,7 +348,7 @@ int sy__mla_open(sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err)
     memset(p, 0, sizeof *p);
     p->struct_size = sizeof *p;
     p->n_layers = L;
-    p->n_heads = c->n_heads;
+    p->n_heads = m->NH;
     p->n_kv_heads = 1;
     p->head_dim = m->R + m->P;
     p->v_head_dim = m->R;

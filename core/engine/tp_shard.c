@@ -23,7 +23,10 @@
  *     (their outputs are partial sums); expert gate/up biases are sliced
  *     like their rows; sinks follow their heads (engine.c). Experts in a
  *     block-scaled dtype (MXFP4, FP8) are not sliced: expert parallel only.
- * Multi-head latent attention (forward_mla.c) is not sharded: refused.
+ *   multi-head latent attention (DeepSeek-V3, GLM-5): whole heads, their
+ *     q_b_proj rows, kv_b_proj rows (forward_mla.c) and o_proj columns; the
+ *     query and KV latents' projections and the DSA indexer are replicated,
+ *     so every rank caches the same latents and picks the same positions.
  */
 #include "config.h"
 
@@ -66,14 +69,10 @@ int sy_engine_parallel_check(const sy_model_config *c, int tp, bool expert_paral
                           "of the expert count that also divide the heads, KV heads and vocabulary, or set [model] "
                           "moe_parallel = tensor",
                           tp, c->n_experts);
-    if (c->mla)
-        return sy_err_set(err, SY_ERR_UNSUPPORTED,
-                          "tensor parallel size %d: %s uses multi-head latent attention, which is not sharded yet; "
-                          "run it as one process",
-                          tp, c->arch_name);
     int rc;
+    /* MLA has one shared latent instead of KV heads (it is replicated): only the query heads are split. */
     if ((rc = check_div("num_attention_heads", c->n_heads, tp, err)) ||
-        (rc = check_div("num_key_value_heads", c->n_kv_heads, tp, err)) ||
+        (!c->mla && (rc = check_div("num_key_value_heads", c->n_kv_heads, tp, err))) ||
         (rc = check_div("vocab_size", c->vocab, tp, err)))
         return rc;
     /* A model whose every layer is MoE never uses the dense intermediate size. */
@@ -173,30 +172,46 @@ static int col_slice(sy_engine *e, const sy_tensor *t, int64_t c0, int64_t n, co
     return SY_OK;
 }
 
-int sy__tp_shard_vocab(sy_engine *e, sy_tensor *embed, sy_tensor *lm_head, sy_err *err)
+int sy__tp_vocab_embed(sy_engine *e, const sy_tensor *src, const char *name, sy_tensor *out, sy_err *err)
 {
-    const sy_model *m = e->model;
-    const int64_t Vl = e->vocab_local, v0 = e->vocab_start, H = m->embed.shape[1];
-    int eb = elem_bytes(&m->embed, "model.embed_tokens.weight", err);
+    const int64_t Vl = e->vocab_local, v0 = e->vocab_start, H = src->shape[1];
+    int eb = elem_bytes(src, name, err);
     if (eb < 0)
         return eb;
+    if (src->ndim != 2 || src->shape[0] < v0 + Vl)
+        return sy_err_set(err, SY_ERR_INVALID, "tensor parallel: %s has %lld rows, expected the vocabulary's %lld",
+                          name, (long long)src->shape[0], (long long)(v0 + Vl));
     /* Vl rows of this rank's slice, then a zero row for every other id. */
     char *buf = calloc((size_t)(Vl + 1) * (size_t)H * (size_t)eb + 64, 1);
     if (!buf)
-        return sy_err_set(err, SY_ERR_NOMEM, "tensor parallel: cannot copy %lld embedding rows", (long long)Vl);
+        return sy_err_set(err, SY_ERR_NOMEM, "tensor parallel: cannot copy %lld rows of %s", (long long)Vl, name);
     for (int64_t r = 0; r < Vl; r++)
         memcpy(buf + (size_t)r * (size_t)H * (size_t)eb,
-               (const char *)m->embed.data + (size_t)(v0 + r) * (size_t)m->embed.stride[0] * (size_t)eb,
+               (const char *)src->data + (size_t)(v0 + r) * (size_t)src->stride[0] * (size_t)eb,
                (size_t)H * (size_t)eb);
     int rc = keep(e, buf, err);
     if (rc)
         return rc;
-    *embed = sy_tensor_2d(buf, m->embed.dtype, Vl + 1, H);
+    *out = sy_tensor_2d(buf, src->dtype, Vl + 1, H);
+    return SY_OK;
+}
+
+int sy__tp_vocab_head(sy_engine *e, const sy_tensor *src, const char *name, sy_tensor *out, sy_err *err)
+{
+    return row_slice(src, e->vocab_start, e->vocab_local, name, out, err);
+}
+
+int sy__tp_shard_vocab(sy_engine *e, sy_tensor *embed, sy_tensor *lm_head, sy_err *err)
+{
+    const sy_model *m = e->model;
+    int rc = sy__tp_vocab_embed(e, &m->embed, "model.embed_tokens.weight", embed, err);
+    if (rc)
+        return rc;
     if (m->lm_head.data == m->embed.data) {
-        *lm_head = sy_tensor_2d(buf, m->embed.dtype, Vl, H);
+        *lm_head = sy_tensor_2d(embed->data, m->embed.dtype, e->vocab_local, m->embed.shape[1]);
         return SY_OK;
     }
-    return row_slice(&m->lm_head, v0, Vl, "lm_head.weight", lm_head, err);
+    return sy__tp_vocab_head(e, &m->lm_head, "lm_head.weight", lm_head, err);
 }
 
 /*
@@ -252,15 +267,27 @@ int sy__tp_shard_layer(sy_engine *e, int32_t l, const sy_layer_weights *s, sy_la
         if ((rc = row_slice(&s->field, (int64_t)r * (n), (n), nm, &d->field, err)))           \
             return rc;                                                                        \
     } while (0)
-    ROWS(wq, nq, "q_proj");
-    ROWS(wk, nkv, "k_proj");
-    ROWS(wv, nkv, "v_proj");
-    ROWS(bq, nq, "q_proj.bias");
-    ROWS(bk, nkv, "k_proj.bias");
-    ROWS(bv, nkv, "v_proj.bias");
-    snprintf(nm, sizeof nm, "layer %d o_proj", l);
-    if ((rc = col_slice(e, &s->wo, (int64_t)r * nq, nq, nm, &d->wo, err)))
-        return rc;
+    if (c->mla) {
+        /* Whole heads: their q_b_proj (or q_proj) rows and o_proj columns; the latents are every head's, so
+         * q_a/kv_a and the DSA indexer stay whole and every rank caches the same latent (forward_mla.c keeps
+         * the kv_b_proj rows of its heads). */
+        const int64_t nh = c->n_heads / tp, qk = (int64_t)c->qk_nope_dim + c->qk_rope_dim;
+        ROWS(q_b, nh * qk, "q_b_proj");
+        ROWS(wq, nh * qk, "q_proj");
+        snprintf(nm, sizeof nm, "layer %d o_proj", l);
+        if ((rc = col_slice(e, &s->wo, (int64_t)r * nh * c->v_head_dim, nh * c->v_head_dim, nm, &d->wo, err)))
+            return rc;
+    } else {
+        ROWS(wq, nq, "q_proj");
+        ROWS(wk, nkv, "k_proj");
+        ROWS(wv, nkv, "v_proj");
+        ROWS(bq, nq, "q_proj.bias");
+        ROWS(bk, nkv, "k_proj.bias");
+        ROWS(bv, nkv, "v_proj.bias");
+        snprintf(nm, sizeof nm, "layer %d o_proj", l);
+        if ((rc = col_slice(e, &s->wo, (int64_t)r * nq, nq, nm, &d->wo, err)))
+            return rc;
+    }
     if (r != 0) /* o_proj's outputs are partial sums: its bias (gpt-oss) is added by rank 0 alone */
         memset(&d->bo, 0, sizeof d->bo);
     if (s->sh_gate.data) { /* shared experts: one dense MLP, split like the dense one */

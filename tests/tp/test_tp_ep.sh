@@ -6,7 +6,8 @@
 # synthetic ones with shared experts and sigmoid grouped routing
 # (GLM-4.5-shaped), with top-4 of 8 experts over 2 and 4 ranks, and with an
 # expert width 4 ranks cannot slice (tensor mode refuses it, expert mode
-# runs it), on gpt-oss (sinks, biases; MXFP4 experts whole), and under
+# runs it), on gpt-oss (sinks, biases; MXFP4 experts whole), on
+# DeepSeek-V3 (multi-head latent attention), and under
 # mpirun when the mpi plugin is built; `serve --tp 2`
 # answers what TP=1 answers; what cannot work is refused with the reason.
 set -u
@@ -132,9 +133,9 @@ expect_err "3 ranks on 8 experts" 'expert parallel size 3 does not divide n_rout
     --model "$tmp/glm4" --tp 3 --set "$ep"
 expect_err "expert parallel on a dense model" 'is a dense model, it has no routed experts to split' \
     --model "$models/tiny-llama" --tp 2 --set "$ep"
-"$SY_BUILDDIR/sy-mkmodel" --preset test-deepseek-v3 --out "$tmp/dsv3" >/dev/null 2>&1
-expect_err "expert parallel with multi-head latent attention" 'uses multi-head latent attention, which is not sharded' \
-    --model "$tmp/dsv3" --tp 2 --set "$ep"
+# Multi-head latent attention splits its heads like GQA ones, with whole experts behind it.
+mk dsv3 --preset test-deepseek-v3
+same "test-deepseek-v3 (multi-head latent attention)" "$tmp/dsv3" --tp 2
 # The build's [moe] keys are the cpu plugin's; this plugin takes none.
 awk '/^\[/ { sec = $1 } !(sec == "[moe]" && /^[a-z_]+ *=/)' "$cfg" >"$tmp/nomoe.ini"
 export SYSDK_PROBE=1 # the SDK's test plugins run only when asked to

@@ -2,7 +2,8 @@
 # Tensor parallelism through `switchyard generate --tp N` (forked ranks over
 # comm shm): every checkpoint of ../shared/models, dense and MoE, gives the
 # same greedy tokens with 2 ranks as with 1, and as the float64 reference;
-# so does a synthetic GLM-4.5-shaped checkpoint with shared experts; 4 ranks
+# so does a synthetic GLM-4.5-shaped checkpoint with shared experts, and
+# DeepSeek-V3- and GLM-5-shaped ones (multi-head latent attention); 4 ranks
 # where the model divides by 4; a rank killed mid-generation stops
 # the other at once with the rank named; sizes and flags that cannot work
 # are refused before anything loads, with the reason.
@@ -135,6 +136,24 @@ if kill_leader; then ok "rank 0 killed mid-generation: the follower exits saying
         bad "rank 0 killed mid-generation: $why"; fi
 fi
 
+# Multi-head latent attention: heads split, latents and the DSA indexer replicated. DeepSeek-V3 with its query
+# latent and without one (a plain q_proj), GLM-5 with the indexer choosing among more positions than it keeps.
+mla_same() { # name, model dir, --tp
+    gen --model "$2" --prompt-ids 1,2,3,4,5 -n 24 >/dev/null 2>"$tmp/err1"
+    gen --model "$2" --prompt-ids 1,2,3,4,5 -n 24 --tp "$3" >/dev/null 2>"$tmp/err2"
+    one=$(sed -n 's/^generated_ids: //p' "$tmp/err1")
+    two=$(sed -n 's/^generated_ids: //p' "$tmp/err2")
+    if [ -n "$two" ] && [ "$two" = "$one" ]; then ok "$1: --tp $3 = --tp 1 (24 tokens)"; else
+        bad "$1 --tp $3: tp1 [$one] tp$3 [$two] ($(cat "$tmp/err1" "$tmp/err2"))"; fi
+}
+"$SY_BUILDDIR/sy-mkmodel" --preset test-deepseek-v3 --quiet --out "$tmp/dsv3" >/dev/null 2>&1
+"$SY_BUILDDIR/sy-mkmodel" --preset test-deepseek-v3 --q-lora-rank 0 --seed 3 --quiet --out "$tmp/dsv3q" >/dev/null 2>&1
+"$SY_BUILDDIR/sy-mkmodel" --preset test-glm5 --quiet --out "$tmp/glm5" >/dev/null 2>&1
+mla_same "test-deepseek-v3 (MLA)" "$tmp/dsv3" 2
+mla_same "test-deepseek-v3 (MLA)" "$tmp/dsv3" 4
+mla_same "test-deepseek-v3, q_lora_rank null" "$tmp/dsv3q" 2
+mla_same "test-glm5 (MLA, DSA indexer)" "$tmp/glm5" 2
+
 # Refusals: exit 1 and the reason, before any rank starts.
 expect_err() { # name, expected text, arguments...
     name=$1 text=$2
@@ -150,9 +169,6 @@ expect_err "--tp 4 on 2 KV heads" 'tensor parallel size 4 does not divide num_ke
     --model "$models/tiny-llama" --tp 4
 expect_err "--tp 8 on stories260k's 4 KV heads" 'does not divide num_key_value_heads 4' \
     --model "$models/stories260k" --tp 8
-"$SY_BUILDDIR/sy-mkmodel" --preset test-deepseek-v3 --out "$tmp/dsv3" >/dev/null 2>&1
-expect_err "--tp on multi-head latent attention" 'uses multi-head latent attention, which is not sharded yet' \
-    --model "$tmp/dsv3" --tp 2
 "$SY_BUILDDIR/sy-mkmodel" --preset test-llama-fp8 --out "$tmp/fp8" >/dev/null 2>&1
 expect_err "--tp on FP8 weights" 'layer 0 q_proj is F8_E4M3; slicing is implemented for F32, F16 and BF16' \
     --model "$tmp/fp8" --tp 2
