@@ -67,6 +67,86 @@ int sy_plan_encode_step(sy_plan *p, const sy_step_seq *seqs, int32_t n_seqs, sy_
     return SY_OK;
 }
 
+enum { MTP_WORDS = 7, MTP_HIDDEN_OUT = 1, MTP_GREEDY = 2, MTP_LOGITS = 4 };
+
+int sy_plan_encode_mtp(sy_plan *p, const sy_mtp_seq *seqs, int32_t n_seqs, int32_t hidden, sy_err *err)
+{
+    size_t words = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const sy_mtp_seq *q = &seqs[s];
+        words += MTP_WORDS + (size_t)(q->n > 0 ? q->n : 0) + (size_t)(q->n_blocks > 0 ? q->n_blocks : 0) +
+                 (q->target_row < 0 && q->hidden ? (size_t)(q->n > 0 ? q->n : 0) * (size_t)hidden : 0);
+    }
+    int rc = grow(p, words * sizeof(int32_t), 0, err);
+    if (rc)
+        return rc;
+    int32_t *w = p->payload;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const sy_mtp_seq *q = &seqs[s];
+        const int32_t n = q->n > 0 ? q->n : 0, nb = q->n_blocks > 0 ? q->n_blocks : 0;
+        const int32_t nh = q->target_row < 0 && q->hidden ? n * hidden : 0;
+        *w++ = n;
+        *w++ = q->pos0;
+        *w++ = nb;
+        *w++ = q->target_row;
+        *w++ = q->n_out;
+        *w++ = (q->hidden_out ? MTP_HIDDEN_OUT : 0) | (q->greedy_id ? MTP_GREEDY : 0) | (q->logits ? MTP_LOGITS : 0);
+        *w++ = nh;
+        if (n)
+            memcpy(w, q->tokens, sizeof(int32_t) * (size_t)n);
+        w += n;
+        if (nb)
+            memcpy(w, q->blocks, sizeof(int32_t) * (size_t)nb);
+        w += nb;
+        if (nh)
+            memcpy(w, q->hidden, sizeof(float) * (size_t)nh);
+        w += nh;
+    }
+    p->hdr = (sy_plan_hdr){.magic = PLAN_MAGIC, .kind = SY_PLAN_MTP, .n_seqs = n_seqs,
+                           .payload_bytes = words * sizeof(int32_t)};
+    return SY_OK;
+}
+
+static int decode_mtp(sy_plan *p, size_t words, sy_err *err)
+{
+    const sy_plan_hdr *h = &p->hdr;
+    if (h->n_seqs < 0 || (size_t)h->n_seqs * MTP_WORDS > words)
+        return sy_err_set(err, SY_ERR_INVALID, "step plan: MTP step of %d sequences in %zu words", h->n_seqs, words);
+    if (h->n_seqs > p->cap_mseqs) {
+        sy_mtp_seq *ns = realloc(p->mseqs, sizeof *ns * (size_t)h->n_seqs);
+        if (!ns)
+            return sy_err_set(err, SY_ERR_NOMEM, "step plan: cannot allocate %d MTP sequences", h->n_seqs);
+        p->mseqs = ns;
+        p->cap_mseqs = h->n_seqs;
+    }
+    size_t at = 0;
+    for (int32_t s = 0; s < h->n_seqs; s++) {
+        if (words - at < MTP_WORDS)
+            return sy_err_set(err, SY_ERR_INVALID, "step plan: MTP sequence %d is cut off at word %zu", s, at);
+        const int32_t *w = p->payload + at;
+        if (w[0] < 0 || w[2] < 0 || w[6] < 0 || (size_t)w[0] + (size_t)w[2] + (size_t)w[6] > words - at - MTP_WORDS)
+            return sy_err_set(err, SY_ERR_INVALID, "step plan: MTP sequence %d claims %d tokens, %d blocks and %d "
+                              "hidden floats, past the end of %zu words", s, w[0], w[2], w[6], words);
+        const int32_t want = w[5];
+        p->mseqs[s] = (sy_mtp_seq){.tokens = w + MTP_WORDS,
+                                   .n = w[0],
+                                   .pos0 = w[1],
+                                   .blocks = w + MTP_WORDS + w[0],
+                                   .n_blocks = w[2],
+                                   .target_row = w[3],
+                                   .hidden = w[6] ? (const float *)(const void *)(w + MTP_WORDS + w[0] + w[2]) : NULL,
+                                   .n_out = w[4],
+                                   .hidden_out = want & MTP_HIDDEN_OUT ? p->float_sink : NULL,
+                                   .greedy_id = want & MTP_GREEDY ? p->greedy_sink : NULL,
+                                   .logits = want & MTP_LOGITS ? p->float_sink : NULL};
+        at += MTP_WORDS + (size_t)w[0] + (size_t)w[2] + (size_t)w[6];
+    }
+    if (at != words)
+        return sy_err_set(err, SY_ERR_INVALID, "step plan: %zu words left over after %d MTP sequences", words - at,
+                          h->n_seqs);
+    return SY_OK;
+}
+
 int sy_plan_encode_copy(sy_plan *p, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err)
 {
     const size_t bytes = sizeof(int32_t) * 2 * (size_t)n;
@@ -112,10 +192,12 @@ int sy_plan_decode(sy_plan *p, sy_err *err)
         p->src = p->payload;
         p->dst = p->payload + h->n_pairs;
         return SY_OK;
+    case SY_PLAN_MTP:
+        return decode_mtp(p, words, err);
     case SY_PLAN_STEP:
         break;
     default:
-        return sy_err_set(err, SY_ERR_INVALID, "step plan: unknown kind %u, expected 1..4", h->kind);
+        return sy_err_set(err, SY_ERR_INVALID, "step plan: unknown kind %u, expected 1..5", h->kind);
     }
     if (h->n_seqs < 0 || (size_t)h->n_seqs * 4 > words)
         return sy_err_set(err, SY_ERR_INVALID, "step plan: %d sequences in %zu words", h->n_seqs, words);
@@ -149,6 +231,7 @@ void sy_plan_free(sy_plan *p)
 {
     free(p->payload);
     free(p->seqs);
+    free(p->mseqs);
     memset(p, 0, sizeof *p);
 }
 

@@ -10,6 +10,10 @@
  *              m > 1 rides above them as m << 2), then its tokens and
  *              its block ids;
  *   COPY:      n_pairs source blocks, then n_pairs destination blocks;
+ *   MTP:       per sequence n, pos0, n_blocks, target_row, n_out, what it
+ *              wants (1 hidden_out, 2 greedy picks, 4 logits) and the
+ *              number of hidden-state floats it brings (0 or n x hidden),
+ *              then its tokens, its block ids and those floats;
  *   HEARTBEAT, SHUTDOWN: no payload.
  *
  * Transport: a stream socket per follower when rank 0 forked the followers
@@ -31,13 +35,13 @@
 /* Most logits rows one sequence of a step may ask for (sy_step_seq.n_logits: 1 + [speculative] num_draft_tokens). */
 #define SY_PLAN_MAX_ROWS 64
 
-enum { SY_PLAN_STEP = 1, SY_PLAN_HEARTBEAT = 2, SY_PLAN_COPY = 3, SY_PLAN_SHUTDOWN = 4 };
+enum { SY_PLAN_STEP = 1, SY_PLAN_HEARTBEAT = 2, SY_PLAN_COPY = 3, SY_PLAN_SHUTDOWN = 4, SY_PLAN_MTP = 5 };
 
 typedef struct sy_plan_hdr {
     uint32_t magic;
     uint32_t kind;
     uint64_t seq; /* plans sent so far: a follower checks none went missing */
-    int32_t n_seqs;  /* STEP */
+    int32_t n_seqs;  /* STEP, MTP */
     int32_t n_pairs; /* COPY */
     uint64_t payload_bytes;
 } sy_plan_hdr;
@@ -52,10 +56,17 @@ typedef struct sy_plan {
     const int32_t *src, *dst; /* COPY */
     /* A decoded greedy_id points here: followers only need to know it is set ([SY_PLAN_MAX_ROWS]: a verify's picks). */
     int32_t greedy_sink[SY_PLAN_MAX_ROWS];
+    /* MTP: the sequences; a follower's wanted outputs point at the sinks, which nothing writes (only rank 0
+     * takes the outputs, forward_mtp.c), while its hidden rows point into the payload. */
+    sy_mtp_seq *mseqs;
+    int32_t cap_mseqs;
+    float float_sink[1];
 } sy_plan;
 
 /* Encodes a STEP into p (reusing its buffers). */
 int sy_plan_encode_step(sy_plan *p, const sy_step_seq *seqs, int32_t n_seqs, sy_err *err);
+/* Encodes an MTP step (hidden: floats per hidden-state row, for the rows that bring theirs). */
+int sy_plan_encode_mtp(sy_plan *p, const sy_mtp_seq *seqs, int32_t n_seqs, int32_t hidden, sy_err *err);
 /* Encodes a COPY of n block pairs. */
 int sy_plan_encode_copy(sy_plan *p, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err);
 /* Sets a plan with no payload (HEARTBEAT, SHUTDOWN). */

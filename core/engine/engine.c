@@ -479,13 +479,6 @@ int sy_engine_open(const sy_config *cfg, const sy_engine_opts *opts, sy_engine *
     /* The group first: how the weights are split depends on this rank's place in it. */
     if ((rc = sy__engine_join_group(e, cfg, opts ? opts->dist : NULL, device_name, err)))
         goto fail;
-    if (e->n_mtp && e->tp_size > 1) {
-        rc = sy_err_set(err, SY_ERR_UNSUPPORTED,
-                        "[speculative] method = mtp does not run tensor parallel yet (--tp %d): serve %s with --tp 1 "
-                        "or use method = ngram",
-                        e->tp_size, model_dir);
-        goto fail;
-    }
     if ((rc = sy__engine_open_plugin(e, cfg, "attention", SY_KIND_ATTN, "auto", device_name, &e->attn, err)))
         goto fail;
     e->att = e->attn->ops;

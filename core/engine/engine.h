@@ -153,8 +153,9 @@ typedef struct sy_mtp_seq {
 
 /* The engine was opened with [speculative] method = mtp and prepared the MTP layer. */
 bool sy_engine_has_mtp(const sy_engine *e);
-/* One MTP forward over the batch (not with tensor parallelism: sy_engine_open refuses mtp there). The target
- * rows stay valid until the next sy_engine_step; MTP steps do not touch them. */
+/* One MTP forward over the batch; with tensor parallelism rank 0 calls it and the followers run it from its
+ * plan (sy_engine_follow). The target rows stay valid until the next sy_engine_step; MTP steps do not touch
+ * them. */
 int sy_engine_mtp_step(sy_engine *e, const sy_mtp_seq *seqs, int32_t n_seqs, sy_err *err);
 
 /* ---- tensor parallelism (a group of one: these do nothing) */

@@ -144,6 +144,16 @@ const sy_layer_weights *sy__engine_host_layer(const struct sy_engine *e, int32_t
 /* forward_mtp.c: the MTP layer's prepared weights and activations */
 int sy__mtp_open(struct sy_engine *e, sy_err *err);
 void sy__mtp_close(struct sy_engine *e);
+/* This rank's share of sy_engine_mtp_step (tp_step.c sends the plan first); only rank 0 writes the outputs. */
+int sy__engine_mtp_forward(struct sy_engine *e, const sy_mtp_seq *seqs, int32_t n_seqs, sy_err *err);
+
+/* forward.c, for the MTP head under tensor parallelism: h [T, H] = the vocab-parallel lookup of e->ids in table
+ * (a slice with its zero row, tp_shard.c), summed over ranks; every rank's [n, V/tp] logits gathered into out
+ * [n, V] (NULL on followers); the greedy picks of rows [first, n_sel) merged over ranks into *e->greedy_dst[]
+ * (rank 0). */
+int sy__embed_tp(struct sy_engine *e, const sy_tensor *table, int32_t T, sy_tensor *h, sy_err *err);
+int sy__gather_logits(struct sy_engine *e, const sy_tensor *logits, int32_t n, float *out, sy_err *err);
+int sy__pick_tp(struct sy_engine *e, const sy_tensor *logits, int32_t n_sel, int32_t first, sy_err *err);
 
 /* forward_mla.c: the latent KV cache and pool instead of the attention plugin's (MLA models) */
 int sy__mla_open(struct sy_engine *e, const sy_kv *sk, size_t nsk, sy_err *err);
@@ -156,6 +166,9 @@ int sy__mla_attention(struct sy_engine *e, int32_t layer, const sy_attn_batch *b
 
 /* tp_shard.c */
 int sy__tp_shard_vocab(struct sy_engine *e, sy_tensor *embed, sy_tensor *lm_head, sy_err *err);
+/* This rank's vocabulary rows of an embedding table with the zero row after them, and of an output head. */
+int sy__tp_vocab_embed(struct sy_engine *e, const sy_tensor *src, const char *name, sy_tensor *out, sy_err *err);
+int sy__tp_vocab_head(struct sy_engine *e, const sy_tensor *src, const char *name, sy_tensor *out, sy_err *err);
 int sy__tp_shard_layer(struct sy_engine *e, int32_t layer, const sy_layer_weights *src, sy_layer_weights *dst,
                        sy_err *err);
 void sy__tp_free_bufs(struct sy_engine *e);

@@ -239,13 +239,13 @@ static int check_step(const sy_engine *e, const sy_step_seq *seqs, int32_t n_seq
  * Vocab-parallel embedding: each rank looks up the ids of its slice (the
  * others hit the slice's zero row), and the sum over ranks is exact.
  */
-static int embed_tp(sy_engine *e, int32_t T, sy_tensor *h, sy_err *err)
+int sy__embed_tp(sy_engine *e, const sy_tensor *table, int32_t T, sy_tensor *h, sy_err *err)
 {
     for (int32_t t = 0; t < T; t++) {
         const int32_t id = e->ids[t] - e->vocab_start;
         e->ids_local[t] = id >= 0 && id < e->vocab_local ? id : e->vocab_local;
     }
-    int rc = e->dev->embed(e->device->inst, &e->embed, e->ids_local, T, h, err);
+    int rc = e->dev->embed(e->device->inst, table, e->ids_local, T, h, err);
     return rc ? rc : e->com->allreduce_sum(e->comm->inst, h, err);
 }
 
@@ -253,7 +253,7 @@ static int embed_tp(sy_engine *e, int32_t T, sy_tensor *h, sy_err *err)
  * Every rank's [n, V/tp] logits gathered ([tp*n, V/tp], rank-major), then
  * laid out as [n, V] rows on the host; followers (out NULL) only take part.
  */
-static int gather_logits(sy_engine *e, const sy_tensor *logits, int32_t n, float *out, sy_err *err)
+int sy__gather_logits(sy_engine *e, const sy_tensor *logits, int32_t n, float *out, sy_err *err)
 {
     const int64_t tp = e->tp_size, Vl = e->vocab_local, V = e->mc->vocab;
     sy_tensor g = rows(&e->gathered, tp * n);
@@ -290,7 +290,7 @@ static int64_t first_max_skipping_nan(const float *x, int64_t n)
  * then finds its slice's largest non-NaN value on the host (only when the
  * model produced NaN logits).
  */
-static int pick_tp(sy_engine *e, const sy_tensor *logits, int32_t n_sel, int32_t first, sy_err *err)
+int sy__pick_tp(sy_engine *e, const sy_tensor *logits, int32_t n_sel, int32_t first, sy_err *err)
 {
     const int64_t tp = e->tp_size, Vl = e->vocab_local;
     void *di = e->device->inst;
@@ -419,7 +419,7 @@ static int head_outputs(sy_engine *e, int32_t n_sel, int32_t n_full, int32_t n_s
     int32_t n_copy = n_sel;
     if (tp && n_greedy > 0 && e->tp_pick_pairs) { /* no sampled rows with tensor parallelism (check_step) */
         sy_tensor all = rows(&e->logits, n_sel);
-        if ((rc = pick_tp(e, &all, n_sel, n_full, err)))
+        if ((rc = sy__pick_tp(e, &all, n_sel, n_full, err)))
             return rc;
         if (e->dev_argmax && e->device_picks == 0)
             sy_debug("greedy picks: on the device (argmax op); their logits rows stay there");
@@ -442,7 +442,7 @@ static int head_outputs(sy_engine *e, int32_t n_sel, int32_t n_full, int32_t n_s
     }
     if (n_copy > 0) {
         sy_tensor lr = rows(&e->logits, n_copy);
-        rc = tp ? gather_logits(e, &lr, n_copy, out, err)
+        rc = tp ? sy__gather_logits(e, &lr, n_copy, out, err)
                 : e->dev->download(di, out, &lr, sizeof(float) * (size_t)n_copy * (size_t)V, err);
         if (rc)
             return rc;
@@ -543,7 +543,7 @@ int sy__engine_forward_body(sy_engine *e, const sy_attn_batch *b, int32_t T, int
     const int tp = e->com->size(e->comm->inst) > 1;
 
     /* h [T,H] = embed(ids) */
-    if ((rc = tp ? embed_tp(e, T, &h, err) : dev->embed(di, &e->embed, e->ids, T, &h, err)))
+    if ((rc = tp ? sy__embed_tp(e, &e->embed, T, &h, err) : dev->embed(di, &e->embed, e->ids, T, &h, err)))
         return rc;
     for (int32_t l = 0; l < c->n_layers; l++) {
         /* xn [T,H] = norm(h), first folding in the previous layer's MLP output */

@@ -12,6 +12,12 @@
  *
  * Chained drafting feeds g_p back as the next position's hidden state.
  * T = rows of the step, H = hidden, V = vocab.
+ *
+ * Tensor parallelism: the block is sharded like the target's layers, the
+ * embedding and head by vocabulary like the target's (a lookup summed over
+ * ranks, logits or greedy picks gathered), eh_proj and the norms replicated
+ * (their inputs and outputs are every rank's); g is then the same on every
+ * rank, and rank 0 alone hands the outputs back.
  */
 #include "config.h"
 
@@ -34,6 +40,7 @@ struct sy_mtp_state {
     int32_t *out_rows;   /* [T]: the rows whose outputs the caller wants */
     float *host_rows;    /* [max_seqs, H] */
     float *host_logits;  /* [max_seqs, V] */
+    int32_t *pick_sink;  /* [max_seqs]: the merged picks of rows nobody asked a pick of (tensor parallel) */
 };
 
 static sy_tensor rows_of(const sy_tensor *t, int64_t first, int64_t n)
@@ -81,8 +88,13 @@ int sy__mtp_open(sy_engine *e, sy_err *err)
     m->own_embed = ml->embed.data != e->model->embed.data;
     m->head = e->lm_head;
     m->embed = e->embed;
-    if ((m->own_head && (rc = prep(e, &ml->head, &m->head, err))) ||
-        (m->own_embed && (rc = prep(e, &ml->embed, &m->embed, err))))
+    sy_tensor head = ml->head, embed = ml->embed;
+    if (e->tp_size > 1 &&
+        ((m->own_head && (rc = sy__tp_vocab_head(e, &ml->head, "MTP shared_head.head", &head, err))) ||
+         (m->own_embed && (rc = sy__tp_vocab_embed(e, &ml->embed, "MTP embed_tokens", &embed, err)))))
+        return rc;
+    if ((m->own_head && (rc = prep(e, &head, &m->head, err))) ||
+        (m->own_embed && (rc = prep(e, &embed, &m->embed, err))))
         return rc;
     if ((rc = alloc_act(e, &e->mtp_hid, T, H, err)) || (rc = alloc_act(e, &m->z, 2 * T, H, err)) ||
         (rc = alloc_act(e, &m->cat, 2 * T, H, err)))
@@ -92,7 +104,8 @@ int sy__mtp_open(sy_engine *e, sy_err *err)
     m->out_rows = malloc(sizeof(int32_t) * (size_t)T);
     m->host_rows = malloc(sizeof(float) * (size_t)(S * H));
     m->host_logits = malloc(sizeof(float) * (size_t)(S * V));
-    if (!m->cat_rows || !m->src_rows || !m->out_rows || !m->host_rows || !m->host_logits)
+    m->pick_sink = malloc(sizeof(int32_t) * (size_t)S);
+    if (!m->cat_rows || !m->src_rows || !m->out_rows || !m->host_rows || !m->host_logits || !m->pick_sink)
         return sy_err_set(err, SY_ERR_NOMEM, "cannot allocate the MTP step tables for %lld rows", (long long)T);
     return SY_OK;
 }
@@ -119,6 +132,7 @@ void sy__mtp_close(sy_engine *e)
     free(m->out_rows);
     free(m->host_rows);
     free(m->host_logits);
+    free(m->pick_sink);
     free(m);
     e->mtp = NULL;
 }
@@ -183,9 +197,9 @@ static int head_chunk(sy_engine *e, const sy_mtp_seq *seqs, const out_ref *refs,
     for (int32_t i = 0; i < n; i++) {
         const sy_mtp_seq *q = &seqs[refs[first + i].seq];
         want_hidden |= q->hidden_out != NULL;
-        want_logits |= q->logits != NULL || (q->greedy_id && !e->dev_argmax);
+        want_logits |= q->logits != NULL || (q->greedy_id && (e->tp_size > 1 ? !e->tp_pick_pairs : !e->dev_argmax));
     }
-    if (want_hidden) {
+    if (want_hidden && e->tp_rank == 0) {
         if ((rc = dev->download(di, m->host_rows, &sel, sizeof(float) * (size_t)(n * H), err)))
             return rc;
         for (int32_t i = 0; i < n; i++) {
@@ -198,25 +212,44 @@ static int head_chunk(sy_engine *e, const sy_mtp_seq *seqs, const out_ref *refs,
     if ((rc = dev->rmsnorm(di, &sel, &m->head_norm, e->mc->rms_eps, &sel, err)) ||
         (rc = dev->linear(di, &sel, &m->head, NULL, &logits, err)))
         return rc;
-    if (e->dev_argmax) {
-        if ((rc = dev->argmax(di, &logits, e->pick_ids, NULL, err)))
+    const bool tp = e->tp_size > 1, lead = e->tp_rank == 0;
+    bool want_greedy = false;
+    for (int32_t i = 0; i < n; i++)
+        want_greedy |= seqs[refs[first + i].seq].greedy_id != NULL;
+    /* The greedy picks come from the merge of every rank's slice (sy__pick_tp) unless the logits are gathered
+     * anyway; the same choice on every rank, so that all make the same collectives. */
+    const bool tp_picks = tp && want_greedy && e->tp_pick_pairs && !want_logits;
+    if (tp_picks) {
+        for (int32_t i = 0; i < n; i++) { /* a row that wants no pick still takes part: its pick goes to the sink */
+            const sy_mtp_seq *q = &seqs[refs[first + i].seq];
+            e->greedy_dst[i] = lead && q->greedy_id ? q->greedy_id + refs[first + i].k : &m->pick_sink[i];
+        }
+        if ((rc = sy__pick_tp(e, &logits, n, 0, err)))
+            return rc;
+    } else if (tp) {
+        if (want_logits && (rc = sy__gather_logits(e, &logits, n, lead ? m->host_logits : NULL, err)))
+            return rc;
+    } else {
+        if (e->dev_argmax && (rc = dev->argmax(di, &logits, e->pick_ids, NULL, err)))
+            return rc;
+        if (want_logits && (rc = dev->download(di, m->host_logits, &logits, sizeof(float) * (size_t)(n * V), err)))
             return rc;
     }
-    if (want_logits && (rc = dev->download(di, m->host_logits, &logits, sizeof(float) * (size_t)(n * V), err)))
-        return rc;
+    if (!lead)
+        return SY_OK;
     for (int32_t i = 0; i < n; i++) {
         const sy_mtp_seq *q = &seqs[refs[first + i].seq];
         const int32_t k = refs[first + i].k;
         const float *row = m->host_logits + (size_t)i * (size_t)V;
         if (q->logits)
             memcpy(q->logits + (size_t)k * (size_t)V, row, sizeof(float) * (size_t)V);
-        if (q->greedy_id)
-            q->greedy_id[k] = e->dev_argmax ? e->pick_ids[i] : sy_greedy_pick(row, (int32_t)V);
+        if (q->greedy_id && !tp_picks)
+            q->greedy_id[k] = e->dev_argmax && !tp ? e->pick_ids[i] : sy_greedy_pick(row, (int32_t)V);
     }
     return SY_OK;
 }
 
-int sy_engine_mtp_step(sy_engine *e, const sy_mtp_seq *seqs, int32_t n_seqs, sy_err *err)
+int sy__engine_mtp_forward(sy_engine *e, const sy_mtp_seq *seqs, int32_t n_seqs, sy_err *err)
 {
     int32_t T = 0;
     int rc = check_mtp(e, seqs, n_seqs, &T, err);
@@ -255,7 +288,7 @@ int sy_engine_mtp_step(sy_engine *e, const sy_mtp_seq *seqs, int32_t n_seqs, sy_
 
     /* z[0, T) = enorm(embed(tokens)); z[T, 2T) = hnorm(hidden rows) */
     sy_tensor ze = rows_of(&m->z, 0, T), zh = rows_of(&m->z, T, T);
-    if ((rc = dev->embed(di, &m->embed, e->ids, T, &ze, err)) ||
+    if ((rc = e->tp_size > 1 ? sy__embed_tp(e, &m->embed, T, &ze, err) : dev->embed(di, &m->embed, e->ids, T, &ze, err)) ||
         (rc = dev->rmsnorm(di, &ze, &m->enorm, c->rms_eps, &ze, err)))
         return rc;
     const sy_tensor hid = rows_of(&e->mtp_hid, 0, e->mtp_hid_rows > 0 ? e->mtp_hid_rows : 1);

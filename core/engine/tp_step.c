@@ -50,14 +50,29 @@ int sy_engine_step(sy_engine *e, const sy_step_seq *seqs, int32_t n_seqs, float 
     return broke(e, sy__engine_forward(e, seqs, n_seqs, logits, err), err);
 }
 
+/* Every rank's own copy (MLA models keep their latent cache in the core, forward_mla.c). */
+static int copy_local(sy_engine *e, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err)
+{
+    if (e->mla)
+        return sy__mla_copy_blocks(e, src, dst, n, err);
+    return n > 0 ? e->att->copy_blocks(e->attn->inst, src, dst, n, err) : SY_OK;
+}
+
 int sy_engine_copy_blocks(sy_engine *e, const int32_t *src, const int32_t *dst, int32_t n, sy_err *err)
 {
     int rc;
     if (leader(e) && ((rc = sy_plan_encode_copy(&e->plan, src, dst, n, err)) || (rc = send_plan(e, err))))
         return rc;
-    if (e->mla) /* MLA models keep their latent cache in the core (forward_mla.c) */
-        return sy__mla_copy_blocks(e, src, dst, n, err);
-    return n > 0 ? e->att->copy_blocks(e->attn->inst, src, dst, n, err) : SY_OK;
+    return copy_local(e, src, dst, n, err);
+}
+
+int sy_engine_mtp_step(sy_engine *e, const sy_mtp_seq *seqs, int32_t n_seqs, sy_err *err)
+{
+    int rc;
+    if (leader(e) && ((rc = sy_plan_encode_mtp(&e->plan, seqs, n_seqs, e->mc->hidden, err)) ||
+                      (rc = send_plan(e, err))))
+        return rc;
+    return broke(e, sy__engine_mtp_forward(e, seqs, n_seqs, err), err);
 }
 
 int sy_engine_tp_rank(const sy_engine *e) { return e->tp_rank; }
@@ -104,9 +119,10 @@ int sy_engine_follow(sy_engine *e, sy_err *err)
         case SY_PLAN_HEARTBEAT:
             continue;
         case SY_PLAN_COPY:
-            rc = e->plan.hdr.n_pairs > 0
-                     ? e->att->copy_blocks(e->attn->inst, e->plan.src, e->plan.dst, e->plan.hdr.n_pairs, err)
-                     : SY_OK;
+            rc = copy_local(e, e->plan.src, e->plan.dst, e->plan.hdr.n_pairs, err);
+            break;
+        case SY_PLAN_MTP:
+            rc = sy__engine_mtp_forward(e, e->plan.mseqs, e->plan.hdr.n_seqs, err);
             break;
         default:
             rc = sy__engine_forward(e, e->plan.seqs, e->plan.hdr.n_seqs, NULL, err);

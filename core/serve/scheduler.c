@@ -463,6 +463,14 @@ static void propose(sy_sched *s, sy_seq *const *seqs, int32_t n, int32_t kmax, i
         *budget += q->spec_k - m; /* what the source did not use goes back to the prefills */
         q->spec_k = m;
         q->step_tokens = 1 + m;
+        if (m > 0 && sy_log_get_level() >= SY_LOG_DEBUG) { /* -v: the drafts themselves, for comparing sources */
+            char ids[256];
+            int at = 0;
+            for (int32_t j = 0; j < m && at < (int)sizeof ids - 12; j++)
+                at += snprintf(ids + at, sizeof ids - (size_t)at, " %d", q->tokens[q->n_tokens + j]);
+            sy_debug("speculative (%s): request %llu at %d drafts%s", sy_spec_method_name(s->spec.method),
+                     (unsigned long long)q->id, q->n_tokens, ids);
+        }
     }
 }
 

@@ -1,8 +1,9 @@
 #!/bin/sh
-# Speculative decoding (ngram) under tensor parallelism: `switchyard
-# generate --tp 2` with [speculative] method = ngram gives the same greedy
-# tokens as one rank without speculation, dense and MoE, and drafts were
-# accepted (else the comparison proves nothing).
+# Speculative decoding under tensor parallelism: `switchyard generate --tp 2`
+# with [speculative] method = ngram gives the same greedy tokens as one rank
+# without speculation, dense and MoE, and drafts were accepted (else the
+# comparison proves nothing); with method = mtp on the DeepSeek-V3, GLM-4.5
+# and GLM-5 presets the same tokens, and the same drafts as one rank's.
 set -u
 . "$SY_SRCDIR/tests/tp/tp_lib.sh"
 trap 'rm -rf "$tmp"' EXIT
@@ -28,4 +29,35 @@ for m in stories260k tiny-mixtral; do
 done
 if [ "$accepted" -gt 0 ]; then ok "drafts were accepted under --tp 2 ($accepted)"; else
     bad "no draft was accepted under --tp 2: the identity above proves nothing"; fi
+
+# method = mtp: the MTP layer sharded like the target's (MLA or GQA, MoE with shared experts, GLM-5's indexer),
+# run by every rank from rank 0's plans. Random weights accept almost no draft, so beyond the tokens (--tp 2
+# with mtp = one rank plain = one rank with mtp) the drafts themselves (-v logs each proposal) must be the ones
+# one rank proposes.
+mtp='--set speculative.method=mtp --set speculative.num_draft_tokens=3 --set speculative.min_acceptance=0'
+drafts_of() { sed -n 's/.*\(speculative (mtp): request [0-9]* at [0-9]* drafts.*\)/\1/p' "$1"; }
+for p in test-deepseek-v3 test-glm4-moe test-glm5; do
+    "$SY_BUILDDIR/sy-mkmodel" --preset "$p" --seed 7 --quiet --out "$tmp/$p" >/dev/null 2>&1
+    gen --model "$tmp/$p" --prompt-ids 1,2,3,4,5 -n 24 >/dev/null 2>"$tmp/err0"
+    # shellcheck disable=SC2086
+    gen -v --model "$tmp/$p" --prompt-ids 1,2,3,4,5 -n 24 $mtp >/dev/null 2>"$tmp/err1"
+    # shellcheck disable=SC2086
+    gen -v --model "$tmp/$p" --prompt-ids 1,2,3,4,5 -n 24 --tp 2 --stats $mtp >/dev/null 2>"$tmp/err2"
+    plain=$(sed -n 's/^generated_ids: //p' "$tmp/err0")
+    one=$(sed -n 's/^generated_ids: //p' "$tmp/err1")
+    two=$(sed -n 's/^generated_ids: //p' "$tmp/err2")
+    n=$(sed -n 's/^speculative (mtp): \([0-9]*\) drafts, .*/\1/p' "$tmp/err2")
+    if [ -n "$two" ] && [ "$two" = "$plain" ] && [ "$one" = "$plain" ] && [ "${n:-0}" -gt 0 ]; then
+        ok "$p: --tp 2 with mtp = --tp 1 plain = --tp 1 with mtp (24 tokens, $n drafts)"
+    else
+        bad "$p: tp1 plain [$plain] tp1 mtp [$one] tp2 mtp [$two] drafts [$n] ($(grep -v DEBUG "$tmp/err2"))"
+    fi
+    drafts_of "$tmp/err1" >"$tmp/d1"
+    drafts_of "$tmp/err2" >"$tmp/d2"
+    if [ -s "$tmp/d1" ] && cmp -s "$tmp/d1" "$tmp/d2"; then
+        ok "$p: --tp 2 proposes the drafts one rank proposes ($(wc -l <"$tmp/d1") proposals)"
+    else
+        bad "$p: drafts differ: one rank [$(head -3 "$tmp/d1")] two ranks [$(head -3 "$tmp/d2")]"
+    fi
+done
 finish
