@@ -24,6 +24,11 @@
 #define NR 2
 #define MR 4
 #define PV_NR 4 /* pv tile: 4 rows x 2 vectors of d + 2 v + 1 broadcast */
+#define WR 3       /* wide path: 3 x 4 micro-tile (12 accumulators + 3 x + 1 weight) */
+#ifndef SYK_AVX2_WIDE_MIN
+#define SYK_AVX2_WIDE_MIN 3 /* from this many rows of x, the wide path */
+#endif
+#define WLD (SYK_KC + 16) /* row stride of the widened slice: rows 4 KB apart would share L1 sets */
 
 INL __m256 widen16(__m128i h, const int dt)
 {
@@ -73,7 +78,7 @@ INL void tile_slice(const float *x, int64_t ldx, const void *w, int64_t ldw, flo
               int accumulate, const char *pf, const int nr, const int mr, const int dt, const int pflin)
 {
     const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
-    __m256 c[NR][8];
+    __m256 c[WR][8];
 #pragma GCC unroll 8
     for (int i = 0; i < nr; i++)
 #pragma GCC unroll 8
@@ -166,11 +171,119 @@ INL void col_group(const float *x, int64_t ldx, const void *w, int64_t ldw, floa
         tile(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, accumulate, pf, 1, mr, dt);
 }
 
+/*
+ * The wide path: for each group of 4 weight rows and k slice, the weights
+ * are widened once into an F32 copy in L1 (BF16/F16; F32 weights are read
+ * in place) and every 3 rows of x run against it: 12 FMAs per 3 x + 4 weight
+ * loads and no widening in the inner loop, where the 2 x 4 tile spent a
+ * shuffle and a shift per 2 FMAs on BF16. Each accumulator still sums its
+ * k lanes from zero in slice order, the tail as one masked step, and is
+ * reduced by the same red4 tree, so every output has the bits of tile().
+ * x is held in registers and the weights streamed, so the rows of x (from
+ * L2) cost 3 loads per 12 FMAs, no more than the 2 x 4 tile's 2 per 8.
+ */
+INL void wtile(const float *x, int64_t ldx, const float *wf, int64_t ldf, float *out, int64_t ldo, int64_t k,
+               int accumulate, const int nr)
+{
+    __m256 c[WR][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++)
+            c[i][j] = _mm256_setzero_ps();
+    int64_t kk = 0;
+    for (; kk + 8 <= k; kk += 8) {
+        __m256 xv[WR];
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++)
+            xv[i] = _mm256_loadu_ps(x + i * ldx + kk);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const __m256 wv = _mm256_loadu_ps(wf + j * ldf + kk);
+#pragma GCC unroll 4
+            for (int i = 0; i < nr; i++)
+                c[i][j] = _mm256_fmadd_ps(xv[i], wv, c[i][j]);
+        }
+    }
+    if (kk < k) {
+        const __m256i mk = lane_mask(k - kk);
+        __m256 xv[WR];
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++)
+            xv[i] = _mm256_maskload_ps(x + i * ldx + kk, mk);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const __m256 wv = _mm256_maskload_ps(wf + j * ldf + kk, mk);
+#pragma GCC unroll 4
+            for (int i = 0; i < nr; i++)
+                c[i][j] = _mm256_fmadd_ps(xv[i], wv, c[i][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) {
+        __m128 s = red4(c[i][0], c[i][1], c[i][2], c[i][3]);
+        if (accumulate)
+            s = _mm_add_ps(_mm_loadu_ps(out + i * ldo), s);
+        _mm_storeu_ps(out + i * ldo, s);
+    }
+}
+
+/* 4 weight rows of dtype dt, k elements from w (row stride ldw), as F32 into buf (row stride WLD). */
+INL void widen_rows(float *buf, const void *w, int64_t ldw, int64_t k, const int dt)
+{
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        int64_t kk = 0;
+        for (; kk + 8 <= k; kk += 8)
+            _mm256_store_ps(buf + j * WLD + kk, load_w(w, j * ldw + kk, dt));
+        if (kk < k)
+            _mm256_store_ps(buf + j * WLD + kk, load_w_part(w, j * ldw + kk, dt, k - kk));
+    }
+}
+
+INL void gemm_wide(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t n,
+                   int64_t m, int64_t k, int accumulate, const int dt)
+{
+    const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
+    float buf[4 * WLD] __attribute__((aligned(64)));
+    int64_t j = 0;
+    for (; j + 4 <= m; j += 4) {
+        const char *wj = (const char *)w + (size_t)j * (size_t)ldw * es;
+        int64_t k0 = 0;
+        do {
+            const int64_t kc = k - k0 < SYK_KC ? k - k0 : SYK_KC;
+            const int acc = accumulate || k0 > 0;
+            const float *wf = buf;
+            int64_t ldf = WLD;
+            if (dt == SY_DTYPE_F32) {
+                wf = (const float *)wj + k0;
+                ldf = ldw;
+            } else
+                widen_rows(buf, wj + (size_t)k0 * es, ldw, kc, dt);
+            int64_t i = 0;
+            for (; i + WR <= n; i += WR)
+                wtile(x + i * ldx + k0, ldx, wf, ldf, out + i * ldo + j, ldo, kc, acc, WR);
+            if (n - i == 2)
+                wtile(x + i * ldx + k0, ldx, wf, ldf, out + i * ldo + j, ldo, kc, acc, 2);
+            else if (n - i == 1)
+                wtile(x + i * ldx + k0, ldx, wf, ldf, out + i * ldo + j, ldo, kc, acc, 1);
+            k0 += SYK_KC;
+        } while (k0 < k);
+    }
+    for (; j < m; j++)
+        col_group(x, ldx, (const char *)w + (size_t)j * (size_t)ldw * es, ldw, out + j, ldo, n, k, accumulate, NULL,
+                  1, dt);
+}
+
 INL void gemm_nt(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo, int64_t n,
                  int64_t m, int64_t k, int accumulate, const int dt)
 {
     const size_t es = dt == SY_DTYPE_F32 ? 4 : 2;
 #define WROW(j) ((const char *)w + (size_t)(j) * (size_t)ldw * es)
+    if (n >= SYK_AVX2_WIDE_MIN) {
+        gemm_wide(x, ldx, w, ldw, out, ldo, n, m, k, accumulate, dt);
+        return;
+    }
     int64_t j = 0;
     if (n == 1) /* GEMV: eight weight rows in flight; the next eight prefetched in address order (kern_avx512.c) */
         for (; j + 8 <= m; j += 8) {
