@@ -246,8 +246,13 @@ void sy_sched_free(sy_sched *s)
 
 void sy__sched_set_spec_source(sy_sched *s, sy_spec_source *src)
 {
-    if (s->src)
+    if (s->src) { /* the old source's per-sequence slots go with it */
+        for (sy_seq *q = s->running.head; q; q = q->next)
+            s->src->ops->forget(s->src, q);
+        for (sy_seq *q = s->waiting.head; q; q = q->next)
+            s->src->ops->forget(s->src, q);
         s->src->ops->free(s->src);
+    }
     s->src = src;
 }
 

@@ -42,6 +42,13 @@ typedef struct sy_seq {
     int32_t spec_k;
     bool spec_off;
     int32_t spec_win_drafted, spec_win_accepted;
+    /* The request's num_draft_tokens when it gave 1..K: at most this many drafts per step; 0: the server's
+     * [speculative] num_draft_tokens (a request that asked for 0 starts with spec_off). */
+    int32_t spec_max;
+    /* What the speculation source keeps for this request (the MTP's hidden state, the draft model's KV), opaque
+     * to everyone else: the source allocates it and its forget frees it and sets it back to NULL, so every path
+     * that ends a sequence or drops its KV (retire, preemption, switch-off) calls forget. */
+    void *spec_state;
     bool running;
 
     /* The request's rules (copied at submit). */

@@ -92,7 +92,12 @@ typedef struct sy_spec_source_ops {
      */
     int (*propose)(sy_spec_source *src, struct sy_seq *const *seqs, int32_t n, int32_t kmax, int32_t *drafts,
                    int32_t *n_drafts, sy_err *err);
-    /* The sequence lost its KV (preempted) or ended: drop what the source keeps for it. */
+    /*
+     * The sequence lost its KV (preempted), stopped speculating or ends: free
+     * what the source keeps for it in seq->spec_state and set that to NULL.
+     * The scheduler calls it on every such path, so a source keeps no table
+     * of its own and a sequence never carries state into a later life.
+     */
     void (*forget)(sy_spec_source *src, struct sy_seq *seq);
     void (*free)(sy_spec_source *src);
 } sy_spec_source_ops;

@@ -28,9 +28,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* What the source keeps per sequence, in the sequence's spec_state slot. */
 typedef struct draft_seq {
     const sy_seq *seq;
-    uint64_t id; /* with seq: a freed sequence whose memory came back is not taken for its predecessor */
     int32_t *blocks;
     int32_t n_blocks, cap_blocks;
     int32_t *held; /* tokens whose K/V the draft's blocks hold */
@@ -45,8 +45,6 @@ typedef struct draft_src {
     sy_config *cfg; /* the draft engine's configuration (the draft engine keeps pointers into it) */
     sy_kv_blocks *kv;
     int32_t target_vocab, max_seqs, max_batch_tokens, max_seq_len;
-    draft_seq **seqs;
-    int32_t n_seqs, cap_seqs;
     draft_seq **act; /* [cap_act] the sequences proposing in this call */
     int32_t cap_act;
     draft_seq **grp; /* [max_seqs] the sequences of one draft step */
@@ -56,17 +54,6 @@ typedef struct draft_src {
 } draft_src;
 
 /* ------------------------------------------------------------ per-sequence state */
-
-static draft_seq *find_seq(draft_src *d, const sy_seq *q, int32_t *at)
-{
-    for (int32_t i = 0; i < d->n_seqs; i++)
-        if (d->seqs[i]->seq == q) {
-            if (at)
-                *at = i;
-            return d->seqs[i];
-        }
-    return NULL;
-}
 
 static void drop_blocks_from(draft_src *d, draft_seq *ds, int32_t keep)
 {
@@ -82,30 +69,16 @@ static void reset_seq(draft_src *d, draft_seq *ds)
     ds->n_held = 0;
 }
 
-static draft_seq *get_seq(draft_src *d, const sy_seq *q)
+static draft_seq *get_seq(sy_seq *q)
 {
-    draft_seq *ds = find_seq(d, q, NULL);
-    if (ds) {
-        if (ds->id != q->id) {
-            reset_seq(d, ds);
-            ds->id = q->id;
-        }
-        return ds;
-    }
-    if (d->n_seqs == d->cap_seqs) {
-        const int32_t cap = d->cap_seqs ? d->cap_seqs * 2 : 16;
-        draft_seq **p = realloc(d->seqs, sizeof *p * (size_t)cap);
-        if (!p)
+    if (!q->spec_state) {
+        draft_seq *ds = calloc(1, sizeof *ds);
+        if (!ds)
             return NULL;
-        d->seqs = p;
-        d->cap_seqs = cap;
+        ds->seq = q;
+        q->spec_state = ds;
     }
-    if (!(ds = calloc(1, sizeof *ds)))
-        return NULL;
-    ds->seq = q;
-    ds->id = q->id;
-    d->seqs[d->n_seqs++] = ds;
-    return ds;
+    return q->spec_state;
 }
 
 static void free_seq(draft_src *d, draft_seq *ds)
@@ -263,10 +236,10 @@ static int draft_propose(sy_spec_source *src, struct sy_seq *const *seqs, int32_
     }
     int32_t na = 0;
     for (int32_t i = 0; i < n; i++) {
-        const sy_seq *q = seqs[i];
+        sy_seq *q = seqs[i];
         if (q->n_tokens < 1)
             continue;
-        draft_seq *ds = get_seq(d, q);
+        draft_seq *ds = get_seq(q);
         if (!ds)
             return sy_err_set(err, SY_ERR_NOMEM, "[speculative] draft: cannot allocate a sequence's state");
         sync_prefix(d, ds, q);
@@ -309,8 +282,8 @@ static int draft_after_step(sy_spec_source *src, const sy_spec_fed *fed, int32_t
     (void)err;
     draft_src *d = (draft_src *)src;
     for (int32_t i = 0; i < n; i++) {
-        draft_seq *ds = find_seq(d, fed[i].seq, NULL);
-        if (ds && ds->id == fed[i].seq->id)
+        draft_seq *ds = fed[i].seq->spec_state;
+        if (ds)
             sync_prefix(d, ds, fed[i].seq); /* rejected drafts leave the draft KV at once */
     }
     return SY_OK;
@@ -318,13 +291,10 @@ static int draft_after_step(sy_spec_source *src, const sy_spec_fed *fed, int32_t
 
 static void draft_forget(sy_spec_source *src, struct sy_seq *seq)
 {
-    draft_src *d = (draft_src *)src;
-    int32_t at;
-    draft_seq *ds = find_seq(d, seq, &at);
-    if (!ds)
+    if (!seq->spec_state)
         return;
-    free_seq(d, ds);
-    d->seqs[at] = d->seqs[--d->n_seqs];
+    free_seq((draft_src *)src, seq->spec_state);
+    seq->spec_state = NULL;
 }
 
 static void draft_free(sy_spec_source *src)
@@ -332,9 +302,6 @@ static void draft_free(sy_spec_source *src)
     draft_src *d = (draft_src *)src;
     if (!d)
         return;
-    for (int32_t i = 0; i < d->n_seqs; i++)
-        free_seq(d, d->seqs[i]);
-    free(d->seqs);
     free(d->act);
     free(d->grp);
     free(d->steps);

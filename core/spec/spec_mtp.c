@@ -26,60 +26,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the source keeps per sequence. */
+/* What the source keeps per sequence, in the sequence's spec_state slot. */
 typedef struct mtp_seq_state {
-    struct sy_seq *seq;
-    uint64_t id;
     int32_t ready_at; /* the seq's n_tokens for which g and d1 hold (g at position n_tokens - 2); -1: none */
     int32_t d1;
-    float *g; /* [H] */
+    float g[]; /* [H] */
 } mtp_seq_state;
 
 typedef struct mtp_source {
     sy_spec_source base;
     sy_engine *e;
     int32_t H, max_seqs;
-    mtp_seq_state **st; /* [cap]: each its own allocation, so that a batch's pointers survive a growth */
-    int32_t n_st, cap_st;
     sy_mtp_seq *batch; /* [max_seqs] */
-    mtp_seq_state **who; /* [max_seqs]: the state behind each batch entry */
+    struct sy_seq **who; /* [max_seqs]: the sequence behind each batch entry */
     int32_t *row_of;     /* [max_seqs]: propose: the seqs[] index behind each chained entry */
     float *prev, *next;  /* [max_seqs, H]: chained hidden states in and out */
 } mtp_source;
 
-static mtp_seq_state *find(mtp_source *m, const struct sy_seq *q)
+static mtp_seq_state *state_of(struct sy_seq *q, mtp_source *m, sy_err *err)
 {
-    for (int32_t i = 0; i < m->n_st; i++)
-        if (m->st[i]->seq == q && m->st[i]->id == q->id)
-            return m->st[i];
-    return NULL;
-}
-
-static mtp_seq_state *find_or_add(mtp_source *m, struct sy_seq *q, sy_err *err)
-{
-    mtp_seq_state *s = find(m, q);
-    if (s)
-        return s;
-    if (m->n_st == m->cap_st) {
-        const int32_t cap = m->cap_st ? 2 * m->cap_st : 16;
-        mtp_seq_state **st = realloc(m->st, sizeof *st * (size_t)cap);
-        if (!st) {
-            sy_err_set(err, SY_ERR_NOMEM, "mtp: cannot track %d sequences", cap);
-            return NULL;
-        }
-        m->st = st;
-        m->cap_st = cap;
-    }
-    s = malloc(sizeof *s);
-    float *g = malloc(sizeof(float) * (size_t)m->H);
-    if (!s || !g) {
-        free(s);
-        free(g);
+    if (q->spec_state)
+        return q->spec_state;
+    mtp_seq_state *s = malloc(sizeof *s + sizeof(float) * (size_t)m->H);
+    if (!s) {
         sy_err_set(err, SY_ERR_NOMEM, "mtp: cannot keep a hidden state of %d floats", m->H);
         return NULL;
     }
-    *s = (mtp_seq_state){.seq = q, .id = q->id, .ready_at = -1, .g = g};
-    m->st[m->n_st++] = s;
+    s->ready_at = -1;
+    s->d1 = 0;
+    q->spec_state = s;
     return s;
 }
 
@@ -90,7 +65,7 @@ static int mtp_after_step(sy_spec_source *src, const sy_spec_fed *fed, int32_t n
     for (int32_t i = 0; i < n; i++) {
         const sy_spec_fed *f = &fed[i];
         struct sy_seq *q = f->seq;
-        mtp_seq_state *s = find_or_add(m, q, err);
+        mtp_seq_state *s = state_of(q, m, err);
         if (!s)
             return SY_ERR_NOMEM;
         /* Positions whose next token exists: [pos0, min(pos0 + n_kept, n_tokens - 1)). */
@@ -102,7 +77,7 @@ static int mtp_after_step(sy_spec_source *src, const sy_spec_fed *fed, int32_t n
         if (cnt <= 0)
             continue;
         s->ready_at = -1;
-        m->who[nb] = s;
+        m->who[nb] = q;
         m->batch[nb++] = (sy_mtp_seq){.tokens = q->tokens + f->pos0 + 1,
                                       .n = cnt,
                                       .pos0 = f->pos0,
@@ -119,10 +94,10 @@ static int mtp_after_step(sy_spec_source *src, const sy_spec_fed *fed, int32_t n
         return rc;
     for (int32_t i = 0; i < nb; i++) {
         const sy_mtp_seq *b = &m->batch[i];
-        const struct sy_seq *q = m->who[i]->seq;
+        const struct sy_seq *q = m->who[i];
         /* Ready when the last extended position is n_tokens - 2 (a middle prefill chunk is not). */
         if (b->pos0 + b->n - 1 == q->n_tokens - 2)
-            m->who[i]->ready_at = q->n_tokens;
+            ((mtp_seq_state *)q->spec_state)->ready_at = q->n_tokens;
     }
     return SY_OK;
 }
@@ -134,7 +109,7 @@ static int mtp_propose(sy_spec_source *src, struct sy_seq *const *seqs, int32_t 
     const size_t H = (size_t)m->H;
     int32_t nc = 0;
     for (int32_t i = 0; i < n; i++) {
-        const mtp_seq_state *s = find(m, seqs[i]);
+        const mtp_seq_state *s = seqs[i]->spec_state;
         n_drafts[i] = 0;
         if (kmax <= 0 || !s || s->ready_at != seqs[i]->n_tokens)
             continue;
@@ -173,14 +148,9 @@ static int mtp_propose(sy_spec_source *src, struct sy_seq *const *seqs, int32_t 
 
 static void mtp_forget(sy_spec_source *src, struct sy_seq *seq)
 {
-    mtp_source *m = (mtp_source *)src;
-    for (int32_t i = 0; i < m->n_st; i++)
-        if (m->st[i]->seq == seq && m->st[i]->id == seq->id) {
-            free(m->st[i]->g);
-            free(m->st[i]);
-            m->st[i] = m->st[--m->n_st];
-            return;
-        }
+    (void)src;
+    free(seq->spec_state);
+    seq->spec_state = NULL;
 }
 
 static void mtp_free(sy_spec_source *src)
@@ -188,11 +158,6 @@ static void mtp_free(sy_spec_source *src)
     mtp_source *m = (mtp_source *)src;
     if (!m)
         return;
-    for (int32_t i = 0; i < m->n_st; i++) {
-        free(m->st[i]->g);
-        free(m->st[i]);
-    }
-    free(m->st);
     free(m->batch);
     free(m->who);
     free(m->row_of);
