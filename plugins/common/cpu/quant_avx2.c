@@ -35,25 +35,34 @@
 /* MXFP4: FP4 data like NVFP4, E8M0 scales per 32 (a kernel instance of its own, so NVFP4's code is unchanged). */
 #define MXF4 (SY_DTYPE_COUNT + 1)
 
-/* 8 elements of a weight row starting at element e (not yet scaled). */
+/*
+ * 8 elements of a weight row starting at element e (not yet scaled). Both
+ * formats become F16 bits, then vcvtph2ps (the cheap widening on Zen and
+ * Intel alike; the integer ops before it are what decode costs):
+ *  - FP8: sign-extended to 16 bits and shifted by 7, exponent and mantissa
+ *    land in bits 7..13 and the sign (copied into 14 and 15) is masked to
+ *    bit 15: q * 2^-8, subnormals included, three ops for 8 weights;
+ *  - E2M1: every value's F16 has a zero low byte, so one vpshufb of the
+ *    nibbles through a 16-entry table of high bytes (sign included) and an
+ *    interleave with zero give the F16 bits: the same F32 values as the
+ *    8-entry vpermps table plus sign it replaces (-0 stays -0).
+ */
 INL __m256 deq8(const uint8_t *row, int64_t e, const int dt)
 {
     if (dt == FP8) {
-        const __m128i h = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(row + e)));
-        const __m128i f16 = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x80)), 8),
-                                         _mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7f)), 7));
-        return _mm256_cvtph_ps(f16);
+        const __m128i h = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(row + e)));
+        return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(h, 7), _mm_set1_epi16((short)0xbf80)));
     }
-    const __m256 lut = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+    const __m128i hib = _mm_setr_epi8(0x00, 0x38, 0x3c, 0x3e, 0x40, 0x42, 0x44, 0x46, (char)0x80, (char)0xb8,
+                                      (char)0xbc, (char)0xbe, (char)0xc0, (char)0xc2, (char)0xc4, (char)0xc6);
     uint32_t u;
     memcpy(&u, row + e / 2, sizeof u);
     const __m128i b = _mm_cvtsi32_si128((int)u);
-    const __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0x0f));
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0f));
-    const __m256i idx = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
-    const __m256 mag = _mm256_permutevar8x32_ps(lut, idx); /* uses the low three bits */
-    const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(idx, 28), _mm256_set1_epi32((int)0x80000000u));
-    return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
+    const __m128i nib = _mm_set1_epi8(0x0f);
+    const __m128i lo = _mm_and_si128(b, nib);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), nib);
+    const __m128i t = _mm_shuffle_epi8(hib, _mm_unpacklo_epi8(lo, hi)); /* element order: low nibble first */
+    return _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), t));
 }
 
 /* The last cnt (< 8) elements: copied into a zeroed buffer, so nothing past the row is read. */
@@ -92,9 +101,25 @@ INL float blk_scale(const sy_tensor *w, int64_t srow, int64_t bc, const int dt)
     return syk_fp8_e4m3_to_f32(((const uint8_t *)w->scale)[srow + bc]) * w->global_scale;
 }
 
-/* One k slice (k <= SYK_KC) of an nr x mr tile; x and out already offset; kabs: absolute k of x[0]. */
+/*
+ * pf, when set, is the next mr weight rows (one contiguous block of rows of
+ * rowb bytes): each 8-element step prefetches its share of it in address
+ * order, as the float GEMV does (README "GEMV streaming").
+ */
+INL void qprefetch(const uint8_t *pf, int64_t kabs, int64_t kk, const int mr, const int dt)
+{
+    if (!pf)
+        return;
+    /* mr rows of 8 elements: 64 bytes of FP8 a step, 32 of FP4 (one line every other step) */
+    if (dt != FP8 && ((kabs + kk) & 15))
+        return;
+    _mm_prefetch((const char *)(pf + (size_t)(kabs + kk) * (size_t)mr / (dt == FP8 ? 1u : 2u)), _MM_HINT_T0);
+}
+
+/* One k slice (k <= SYK_KC) of an nr x mr tile; x and out already offset; kabs: absolute k of x[0]; pf: see
+ * qprefetch. */
 INL void qslice(const syk_qcall *c, const float *x, float *out, int64_t j0, int64_t kabs, int64_t k, int acc,
-                const int nr, const int mr, const int dt)
+                const uint8_t *pf, const int nr, const int mr, const int dt)
 {
     const sy_tensor *w = c->w;
     const int64_t K = w->shape[1], b0 = w->scale_block[0], b1 = w->scale_block[1];
@@ -131,6 +156,7 @@ INL void qslice(const syk_qcall *c, const float *x, float *out, int64_t j0, int6
 #pragma GCC unroll 8
                     for (int j = 0; j < mr; j++)
                         wv[j] = _mm256_mul_ps(deq8(wr[j], kabs + kk + 16 * b + h, dt), _mm256_broadcast_ss(&sv[j][b]));
+                    qprefetch(pf, kabs, kk + 16 * b + h, mr, dt);
 #pragma GCC unroll 4
                     for (int i = 0; i < nr; i++) {
                         const __m256 xv = _mm256_loadu_ps(x + i * c->ldx + kk + 16 * b + h);
@@ -155,6 +181,7 @@ INL void qslice(const syk_qcall *c, const float *x, float *out, int64_t j0, int6
 #pragma GCC unroll 8
             for (int j = 0; j < mr; j++)
                 wv[j] = _mm256_mul_ps(deq8(wr[j], kabs + kk, dt), _mm256_set1_ps(s[j]));
+            qprefetch(pf, kabs, kk, mr, dt);
 #pragma GCC unroll 4
             for (int i = 0; i < nr; i++) {
                 const __m256 xv = _mm256_loadu_ps(x + i * c->ldx + kk);
@@ -192,12 +219,13 @@ INL void qslice(const syk_qcall *c, const float *x, float *out, int64_t j0, int6
 }
 
 /* An nr x mr tile over the call's whole k, in SYK_KC slices (sykern.h). */
-INL void qtile(const syk_qcall *c, int64_t i0, int64_t j, const int nr, const int mr, const int dt)
+INL void qtile(const syk_qcall *c, int64_t i0, int64_t j, const uint8_t *pf, const int nr, const int mr,
+               const int dt)
 {
     for (int64_t s = 0; s < c->k; s += SYK_KC) {
         const int64_t len = c->k - s < SYK_KC ? c->k - s : SYK_KC;
         qslice(c, c->x + i0 * c->ldx + s, c->out + i0 * c->ldo + j, c->j0 + j, c->k0 + s, len,
-               c->accumulate || s > 0, nr, mr, dt);
+               c->accumulate || s > 0, pf, nr, mr, dt);
     }
 }
 
@@ -312,23 +340,27 @@ INL void qgemm(const syk_qcall *c, const int dt)
         qgemm_buffered(c, dt);
         return;
     }
+    const size_t rowb = (size_t)(dt == FP8 ? c->w->shape[1] : c->w->shape[1] / 2);
     int64_t j = 0;
+    /* Decode: the next QMR rows (back to back in a quantised weight) are prefetched while these compute. */
     if (c->n == 1)
         for (; j + QMR <= c->m; j += QMR)
-            qtile(c, 0, j, 1, QMR, dt);
+            qtile(c, 0, j,
+                  j + 2 * QMR <= c->m ? (const uint8_t *)c->w->data + (size_t)(c->j0 + j + QMR) * rowb : NULL, 1,
+                  QMR, dt);
     for (; j + 4 <= c->m; j += 4) {
         int64_t i = 0;
         for (; i + QNR <= c->n; i += QNR)
-            qtile(c, i, j, QNR, 4, dt);
+            qtile(c, i, j, NULL, QNR, 4, dt);
         if (i < c->n)
-            qtile(c, i, j, 1, 4, dt);
+            qtile(c, i, j, NULL, 1, 4, dt);
     }
     for (; j < c->m; j++) {
         int64_t i = 0;
         for (; i + QNR <= c->n; i += QNR)
-            qtile(c, i, j, QNR, 1, dt);
+            qtile(c, i, j, NULL, QNR, 1, dt);
         for (; i < c->n; i++)
-            qtile(c, i, j, 1, 1, dt);
+            qtile(c, i, j, NULL, 1, 1, dt);
     }
 }
 
