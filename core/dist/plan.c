@@ -128,6 +128,13 @@ static int decode_mtp(sy_plan *p, size_t words, sy_err *err)
             return sy_err_set(err, SY_ERR_INVALID, "step plan: MTP sequence %d claims %d tokens, %d blocks and %d "
                               "hidden floats, past the end of %zu words", s, w[0], w[2], w[6], words);
         const int32_t want = w[5];
+        if (w[6] && ((int64_t)w[0] * p->hidden_width != w[6] || w[3] >= 0))
+            return sy_err_set(err, SY_ERR_INVALID, "step plan: MTP sequence %d brings %d hidden floats with "
+                              "target_row %d, expected 0 or %d x %d (its rows x this rank's hidden width) with "
+                              "target_row < 0", s, w[6], w[3], w[0], p->hidden_width);
+        if (want & ~(MTP_HIDDEN_OUT | MTP_GREEDY | MTP_LOGITS))
+            return sy_err_set(err, SY_ERR_INVALID, "step plan: MTP sequence %d wants %d, expected a sum of 1 "
+                              "(hidden rows), 2 (greedy picks) and 4 (logits)", s, want);
         p->mseqs[s] = (sy_mtp_seq){.tokens = w + MTP_WORDS,
                                    .n = w[0],
                                    .pos0 = w[1],

@@ -13,7 +13,8 @@
  *   MTP:       per sequence n, pos0, n_blocks, target_row, n_out, what it
  *              wants (1 hidden_out, 2 greedy picks, 4 logits) and the
  *              number of hidden-state floats it brings (0 or n x hidden),
- *              then its tokens, its block ids and those floats;
+ *              then its tokens, its block ids and those floats (a receiver
+ *              refuses any other count than n x its own hidden width);
  *   HEARTBEAT, SHUTDOWN: no payload.
  *
  * Transport: a stream socket per follower when rank 0 forked the followers
@@ -61,6 +62,9 @@ typedef struct sy_plan {
     sy_mtp_seq *mseqs;
     int32_t cap_mseqs;
     float float_sink[1];
+    /* MTP, set by the receiver: its model's floats per hidden row, so that a plan whose hidden rows are another
+     * size is refused instead of read past its end (the header does not carry the width). */
+    int32_t hidden_width;
 } sy_plan;
 
 /* Encodes a STEP into p (reusing its buffers). */

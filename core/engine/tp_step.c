@@ -109,6 +109,7 @@ int sy_engine_follow(sy_engine *e, sy_err *err)
     if (e->tp_size <= 1 || e->tp_rank == 0)
         return sy_err_set(err, SY_ERR_INVALID, "sy_engine_follow: rank %d of %d is not a follower", e->tp_rank,
                           e->tp_size);
+    e->plan.hidden_width = (int32_t)e->mc->hidden;
     for (;;) {
         int rc = sy_plan_recv(&e->chan, &e->plan, err);
         if (rc)
