@@ -137,7 +137,19 @@ typedef struct garena {
     uint32_t stamp;
     uint32_t seen_special[3]; /* stamps for GS_EMPTY, GS_UNKNOWN, GS_ESCAPE */
     bool oom;
+    bool too_many; /* this round's set passed GSTACKS_MAX (cleared by garena_begin_set) */
 } garena;
+
+/*
+ * The most stacks one set may hold. Hash-consing merges equal stacks, but a
+ * rule that can close in several ways nested inside itself
+ * (x ::= "a" x "b" | "a" x "c" | "") keeps every sequence of pending
+ * closers apart: 2^n stacks after n bytes, and a byte costs time in
+ * proportion. Past this bound the matcher refuses the grammar as too
+ * ambiguous instead of stalling the step (the JSON-schema and tool-call
+ * grammars the server builds stay in the tens).
+ */
+#define GSTACKS_MAX (1u << 12)
 
 /* A growable list of stack ids. */
 typedef struct gvec {
@@ -202,14 +214,18 @@ struct sy_gmatcher {
     gmask_memo memo[GMASK_MEMO];
     uint64_t mtick;
     size_t compact_nodes, compact_sets; /* gmatcher_compact's bounds */
+    size_t fed;                         /* bytes accepted so far, for errors */
     const struct gmask_entry **ent; /* per position, the cache entry (or NULL) */
     struct gmask_cache *cache;
 };
 
 void gmask_caches_free(sy_grammar *g);
+/* The error for a set past GSTACKS_MAX after m->fed bytes (what: the step that met it, e.g. "token 5"). */
+int gmatcher_too_ambiguous(const sy_gmatcher *m, const char *what, sy_err *err);
 /* Gives each call site of a small shared rule its own copy (grammar_clone.c). */
 int gclone_shared_rules(sy_grammar *g, sy_err *err);
-/* Advances m's stacks by n bytes; false (nothing changes) when they leave the language. */
+/* Advances m's stacks by n bytes; false (nothing changes) when they leave the language, or when the
+ * stacks would pass GSTACKS_MAX (then m->a.too_many is set). */
 bool gmatcher_feed(sy_gmatcher *m, const char *s, size_t n);
 /* Moves m's current stacks into a fresh arena (and drops the interned
  * sets) when the arena or the sets have grown past m's bounds, or always
@@ -221,6 +237,7 @@ int gmatcher_compact(sy_gmatcher *m, bool force);
 typedef struct gsaved {
     gvec cur;
     bool ended;
+    size_t fed;
 } gsaved;
 bool gmatcher_save(const sy_gmatcher *m, gsaved *s);
 void gmatcher_restore(sy_gmatcher *m, gsaved *s);

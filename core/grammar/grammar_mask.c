@@ -327,6 +327,14 @@ static void expected_bytes(const sy_gmatcher *m, char *out, size_t cap)
     excerpt(bytes, o, out, cap);
 }
 
+/* A walk of the mask stopped: the stacks passed GSTACKS_MAX, or memory ran out. */
+static int mask_failed(const sy_gmatcher *m, sy_err *err)
+{
+    if (m->a.too_many)
+        return gmatcher_too_ambiguous(m, "the token mask", err);
+    return sy_err_set(err, SY_ERR_NOMEM, "out of memory computing a token mask");
+}
+
 int sy_gmatcher_fill_mask(sy_gmatcher *m, uint32_t *mask, sy_err *err)
 {
     if (!m || !mask)
@@ -371,7 +379,7 @@ int sy_gmatcher_fill_mask(sy_gmatcher *m, uint32_t *mask, sy_err *err)
         int32_t p = m->a.nodes[x].pos;
         const gmask_entry *e = get_entry(m, c, p);
         if (!e)
-            return sy_err_set(err, SY_ERR_NOMEM, "out of memory computing a token mask");
+            return mask_failed(m, err);
         if (e->bits) {
             for (size_t k = 0; k < words; k++)
                 mask[k] |= e->bits[k];
@@ -380,7 +388,7 @@ int sy_gmatcher_fill_mask(sy_gmatcher *m, uint32_t *mask, sy_err *err)
                 mask[e->acc[k] >> 5] |= 1u << (e->acc[k] & 31);
         }
         if (!check_uncertain(m, x, e->unc, e->n_unc, mask))
-            return sy_err_set(err, SY_ERR_NOMEM, "out of memory computing a token mask");
+            return mask_failed(m, err);
         int32_t lit = m->g->lit_of[p];
         if (lit >= 0)
             for (size_t k = 0; k < c->n_lit_special[lit]; k++) {
@@ -414,6 +422,13 @@ int sy_gmatcher_fill_mask(sy_gmatcher *m, uint32_t *mask, sy_err *err)
                       (int)v->n_vocab, exp);
 }
 
+static int token_too_ambiguous(const sy_gmatcher *m, const char *kind, int32_t tok, const char *ex, sy_err *err)
+{
+    char what[128];
+    snprintf(what, sizeof what, "%s %d (\"%s\")", kind, (int)tok, ex);
+    return gmatcher_too_ambiguous(m, what, err);
+}
+
 int sy_gmatcher_accept_token(sy_gmatcher *m, int32_t tok, sy_err *err)
 {
     if (!m || !m->v)
@@ -437,10 +452,12 @@ int sy_gmatcher_accept_token(sy_gmatcher *m, int32_t tok, sy_err *err)
         m->ended = true;
         return SY_OK;
     case GV_PLAIN:
-        if (!gmatcher_feed(m, v->bytes[tok], v->lens[tok]))
-            return sy_err_set(err, SY_ERR_INVALID, "token %d (\"%s\") is not allowed by the grammar here", (int)tok,
-                              ex);
-        return SY_OK;
+        if (gmatcher_feed(m, v->bytes[tok], v->lens[tok]))
+            return SY_OK;
+        if (m->a.too_many)
+            return token_too_ambiguous(m, "token", tok, ex, err);
+        return sy_err_set(err, SY_ERR_INVALID, "token %d (\"%s\") is not allowed by the grammar here", (int)tok,
+                          ex);
     default:
         break;
     }
@@ -469,6 +486,8 @@ int sy_gmatcher_accept_token(sy_gmatcher *m, int32_t tok, sy_err *err)
     if (!gmatcher_feed(m, v->bytes[tok], v->lens[tok])) {
         gvec_free(&m->cur);
         m->cur = saved;
+        if (m->a.too_many)
+            return token_too_ambiguous(m, "special token", tok, ex, err);
         return sy_err_set(err, SY_ERR_INTERNAL, "special token %d (\"%s\") matched a literal but not its bytes",
                           (int)tok, ex);
     }

@@ -106,6 +106,7 @@ static int32_t intern(garena *a, int32_t pos, int32_t parent)
 
 void garena_begin_set(garena *a)
 {
+    a->too_many = false;
     if (++a->stamp == 0) { /* wrapped: old stamps could collide */
         memset(a->seen, 0, a->seen_cap * sizeof *a->seen);
         memset(a->seen_special, 0, sizeof a->seen_special);
@@ -243,6 +244,10 @@ bool gexpand(const sy_grammar *g, garena *a, int32_t pos, int32_t parent, bool l
 done:
     if (heap)
         free(work.v);
+    if (ok && out->n > GSTACKS_MAX) {
+        a->too_many = true;
+        ok = false;
+    }
     return ok;
 }
 
@@ -346,7 +351,8 @@ static int matcher_start(sy_gmatcher *m, sy_err *err)
     /* the root as a call: every alternative over the empty stack */
     for (int32_t ai = g->alt_off[g->root]; ai < g->alt_off[g->root + 1]; ai++)
         if (!gexpand(g, &m->a, g->alt[ai], GS_EMPTY, false, &m->cur))
-            return sy_err_set(err, SY_ERR_NOMEM, "out of memory creating a grammar matcher");
+            return m->a.too_many ? gmatcher_too_ambiguous(m, "the start", err)
+                                 : sy_err_set(err, SY_ERR_NOMEM, "out of memory creating a grammar matcher");
     return SY_OK;
 }
 
@@ -415,10 +421,21 @@ bool gmatcher_feed(sy_gmatcher *m, const char *s, size_t n)
         in_n = o->n;
     }
     gvec *last = ((n - 1) & 1) ? &b : &a;
+    m->fed += n;
     gvec_free(&m->cur);
     m->cur = *last;
     gvec_free(((n - 1) & 1) ? &a : &b);
     return true;
+}
+
+int gmatcher_too_ambiguous(const sy_gmatcher *m, const char *what, sy_err *err)
+{
+    return sy_err_set(err, SY_ERR_INVALID,
+                      "the grammar is too ambiguous: at %s, after %zu bytes of output, more than %u parse stacks "
+                      "would be live at once (a rule that can end in several ways nested inside itself, as "
+                      "x ::= \"a\" x \"b\" | \"a\" x \"c\" | \"\", keeps every combination open); rewrite it so "
+                      "that fewer alternatives stay open at once",
+                      what, m->fed, (unsigned)GSTACKS_MAX);
 }
 
 bool sy_gmatcher_accept_bytes(sy_gmatcher *m, const char *s, size_t n)
@@ -459,6 +476,7 @@ bool gmatcher_save(const sy_gmatcher *m, gsaved *s)
 {
     memset(s, 0, sizeof *s);
     s->ended = m->ended;
+    s->fed = m->fed;
     for (size_t i = 0; i < m->cur.n; i++)
         if (!gvec_push(&s->cur, m->cur.v[i])) {
             gvec_free(&s->cur);
@@ -472,5 +490,6 @@ void gmatcher_restore(sy_gmatcher *m, gsaved *s)
     gvec_free(&m->cur);
     m->cur = s->cur;
     m->ended = s->ended;
+    m->fed = s->fed;
     memset(s, 0, sizeof *s);
 }

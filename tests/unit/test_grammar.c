@@ -234,6 +234,49 @@ static void test_errors(void)
     expect_compile_error("root ::= [^\\x00-\\U0010FFFF]", "root", "matches no character", NULL);
 }
 
+/*
+ * A rule that can close in two ways nested in itself keeps 2^n stacks after
+ * n bytes: the matcher must refuse it, naming why, once the stacks pass
+ * GSTACKS_MAX, instead of stalling the step (the fuzzer found 30 bytes of
+ * such a text taking over a minute and 1.5 GB). Short texts still match.
+ */
+static void test_too_ambiguous(void)
+{
+    sy_err err = {{0}};
+    sy_grammar *g = compile("root ::= \"a\" root \"b\" | \"a\" root \"c\" | \"\"", "root", &err);
+    CHECK(g != NULL);
+    if (!g)
+        return;
+    CHECK(sy_grammar_accepts(g, "aaaabcbc", 8));
+    CHECK(!sy_grammar_accepts(g, "aaaabcb", 7));
+    const char *bytes[3] = {"a", "b", "</s>"};
+    size_t lens[3] = {1, 1, 4};
+    bool special[3] = {false, false, false};
+    int32_t eos = 2;
+    sy_gvocab *v = NULL;
+    sy_gmatcher *m = NULL;
+    CHECK(sy_gvocab_new(3, bytes, lens, special, &eos, 1, &v, &err) == SY_OK);
+    CHECK(v && sy_gmatcher_new(g, v, &m, &err) == SY_OK);
+    int refused_at = -1;
+    for (int i = 0; m && i < 20 && refused_at < 0; i++) {
+        uint32_t mask[1];
+        if (sy_gmatcher_fill_mask(m, mask, &err) != SY_OK || sy_gmatcher_accept_token(m, 0, &err) != SY_OK)
+            refused_at = i;
+    }
+    /* 2^12 = GSTACKS_MAX: refused after about 12 bytes, with the reason and the place */
+    CHECK(refused_at >= 8 && refused_at <= 13);
+    CHECK(strstr(err.msg, "the grammar is too ambiguous") != NULL);
+    CHECK(strstr(err.msg, "more than 4096 parse stacks") != NULL);
+    char where[64];
+    snprintf(where, sizeof where, "after %d bytes of output", refused_at);
+    if (!strstr(err.msg, where))
+        fprintf(stderr, "expected \"%s\" in: %s\n", where, err.msg);
+    CHECK(strstr(err.msg, where) != NULL);
+    sy_gmatcher_free(m);
+    sy_gvocab_free(v);
+    sy_grammar_free(g);
+}
+
 /* ------------------------------------------------------------ masks */
 
 static int n_mismatch_reports;
@@ -824,6 +867,7 @@ int main(void)
         return 1;
     }
     test_errors();
+    test_too_ambiguous();
     test_languages();
     test_cache();
     test_concurrent_masks();
