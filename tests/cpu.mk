@@ -10,12 +10,14 @@ SY_CPU_TESTS = \
 	tests/unit/test_cpu_linear_multi \
 	tests/unit/test_cpu_bf16dot \
 	tests/unit/test_cpu_amx \
+	tests/unit/test_cpu_matmul_choice \
 	tests/unit/test_cpu_quant
 check_PROGRAMS += $(SY_CPU_TESTS)
 TESTS += $(SY_CPU_TESTS)
 
 SY_CPU_TEST_HARNESS = tests/unit/test_cpu_harness.c tests/unit/test_cpu_harness.h
-SY_CPU_TEST_LIBS = -ldl -lm -lpthread
+# The harness binds the plugins' keys through the core's config module (SWITCHYARD_SET, as the engine reads it).
+SY_CPU_TEST_LIBS = $(SY_CORE_LIBS) -ldl
 
 tests_unit_test_cpu_plugins_SOURCES = tests/unit/test_cpu_plugins.c $(SY_CPU_TEST_HARNESS)
 tests_unit_test_cpu_plugins_LDADD = $(SY_CPU_TEST_LIBS)
@@ -43,6 +45,10 @@ tests_unit_test_cpu_quant_LDADD = plugins/common/cpu/libsykern.la $(SY_CPU_TEST_
 tests_unit_test_cpu_bf16dot_SOURCES = tests/unit/test_cpu_bf16dot.c $(SY_CPU_TEST_HARNESS)
 tests_unit_test_cpu_bf16dot_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu
 tests_unit_test_cpu_bf16dot_LDADD = plugins/common/cpu/libsykern.la $(SY_CPU_TEST_LIBS)
+
+tests_unit_test_cpu_matmul_choice_SOURCES = tests/unit/test_cpu_matmul_choice.c $(SY_CPU_TEST_HARNESS)
+tests_unit_test_cpu_matmul_choice_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu
+tests_unit_test_cpu_matmul_choice_LDADD = plugins/common/cpu/libsykern.la $(SY_CPU_TEST_LIBS)
 
 tests_unit_test_cpu_amx_SOURCES = tests/unit/test_cpu_amx.c $(SY_CPU_TEST_HARNESS)
 tests_unit_test_cpu_amx_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu

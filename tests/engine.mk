@@ -9,5 +9,5 @@ tests_unit_test_sampler_LDADD = $(SY_CORE_LIBS)
 tests_unit_test_kv_blocks_SOURCES = tests/unit/test_kv_blocks.c
 tests_unit_test_kv_blocks_CPPFLAGS = $(libsycore_a_CPPFLAGS)
 tests_unit_test_kv_blocks_LDADD = $(SY_CORE_LIBS)
-TESTS += tests/cli/test_generate_cli.sh tests/cli/test_install_default.sh
-EXTRA_DIST += tests/cli/test_generate_cli.sh tests/cli/test_install_default.sh
+TESTS += tests/cli/test_generate_cli.sh tests/cli/test_install_default.sh tests/cli/test_numerics_pin.sh
+EXTRA_DIST += tests/cli/lib.sh tests/cli/test_generate_cli.sh tests/cli/test_install_default.sh tests/cli/test_numerics_pin.sh

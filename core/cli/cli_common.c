@@ -134,6 +134,12 @@ int sy_cli_load_config(sy_cli_common *o, sy_config **out)
             fprintf(stderr, "switchyard: (no -c given, so the default config was tried; pass -c FILE)\n");
         return -1;
     }
+    /* The environment's overrides sit between the file and the command line. */
+    if (sy_config_apply_env(c, &err)) {
+        fprintf(stderr, "switchyard: %s\n", err.msg);
+        sy_config_free(c);
+        return -1;
+    }
     if (o->model) {
         char buf[4200];
         snprintf(buf, sizeof buf, "model.path=%s", o->model);

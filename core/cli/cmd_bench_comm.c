@@ -151,6 +151,12 @@ static int load_config(bench_opts *o, sy_config **cfg)
         fprintf(stderr, "switchyard bench-comm: out of memory\n");
         return -1;
     }
+    if (sy_config_apply_env(*cfg, &err)) {
+        fprintf(stderr, "switchyard bench-comm: %s\n", err.msg);
+        sy_config_free(*cfg);
+        *cfg = NULL;
+        return -1;
+    }
     for (int i = 0; i < o->common.n_sets; i++)
         if (sy_config_set(*cfg, o->common.sets[i], &err)) {
             fprintf(stderr, "switchyard bench-comm: --set %s: %s\n", o->common.sets[i], err.msg);

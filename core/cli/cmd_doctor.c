@@ -567,6 +567,11 @@ int sy_cmd_doctor(int argc, char **argv)
             fprintf(stderr, "switchyard doctor: out of memory\n");
             return DOCTOR_PLUGIN_MISSING;
         }
+        if (sy_config_apply_env(cfg, &err)) {
+            fprintf(stderr, "switchyard doctor: %s\n", err.msg);
+            sy_config_free(cfg);
+            return DOCTOR_USAGE;
+        }
         for (int i = 0; i < o.n_sets; i++)
             if (sy_config_set(cfg, o.sets[i], &err)) {
                 fprintf(stderr, "switchyard doctor: --set %s: %s\n", o.sets[i], err.msg);

@@ -40,15 +40,11 @@ static void usage(FILE *f)
                "Exit status: 0 every row OK or SKIP; 1 a row FAILed or the plugin was refused; 2 bad usage.\n");
 }
 
+/* A frontend's keys are read from [frontend:check]. */
 static const char *section_of(int kind)
 {
-    switch (kind) {
-    case SY_KIND_DEVICE: return "device";
-    case SY_KIND_ATTN: return "attention";
-    case SY_KIND_MOE: return "moe";
-    case SY_KIND_COMM: return "comm";
-    default: return "frontend:check";
-    }
+    const char *s = sy_kind_config_section(kind);
+    return s ? s : "frontend:check";
 }
 
 /* The device's worker pool becomes host->parallel_for, as in the engine. */
@@ -202,6 +198,13 @@ int sy_cmd_plugin_check(int argc, char **argv)
     if (!cfg) {
         fprintf(stderr, "switchyard plugin-check: out of memory\n");
         sy_plugin_close(p);
+        goto out;
+    }
+    /* SWITCHYARD_SET applies here as in the engine (before --set): the tests pin matmul = f32 with it. */
+    if (sy_config_apply_env(cfg, &err)) {
+        fprintf(stderr, "switchyard plugin-check: %s\n", err.msg);
+        sy_plugin_close(p);
+        rc = 2;
         goto out;
     }
     if (pool && open_pool(pool, &host, cfg, &pool_inst)) {

@@ -524,6 +524,13 @@ static int run(tune_ctx *c)
     }
     char bi_name[64];
     snprintf(bi_name, sizeof bi_name, "%s", bi->plugin->desc->name);
+    /* What ran, not what was asked: matmul = auto is bf16 or f32 by CPU. moe cpu's get_proc("matmul") gives its
+     * start-up line, "matmul = <asked>: bf16 on ..." or "...: f32..." (plugins/common/cpu/sykmatmul.h). */
+    const char *(*line_fn)(void *) = NULL;
+    void *sym = bi->plugin->desc->get_proc ? bi->plugin->desc->get_proc("matmul") : NULL;
+    memcpy(&line_fn, &sym, sizeof line_fn);
+    const char *line = line_fn ? line_fn(bi->inst) : NULL, *mm = sy_config_get(c->cfg, "moe", "matmul");
+    const char *ran = line ? (strstr(line, ": bf16 on ") ? "bf16" : "f32") : mm && *mm ? mm : "f32";
     sy_plugin_inst_destroy(bi);
 
     printf("# switchyard tune-moe: %s, E=%d N=%d K=%d top-%d %s, %d workers, %d candidates (%d refused); "
@@ -554,8 +561,7 @@ static int run(tune_ctx *c)
     if (own) {
         fprintf(f, "device = %s   ; the moe plugin it was timed with\n", bi_name);
     } else {
-        const char *mm = sy_config_get(c->cfg, "moe", "matmul");
-        fprintf(f, "matmul = %s   ; the [moe] matmul it was timed with\n", mm && *mm ? mm : "f32");
+        fprintf(f, "matmul = %s   ; the [moe] matmul it was timed with\n", ran);
     }
     fprintf(f, "experts = %d\nn = %d\nk = %d\ndtype = %s\n", p->n_experts, p->inter, p->hidden,
             sy_dtype_name(p->weight_dtype));

@@ -57,33 +57,44 @@ struct sy_config {
 
 /* ------------------------------------------------------------ sections */
 
+/* The sections of the kinds other than frontend, bare and as messages write them. */
+static const struct {
+    int kind;
+    const char *name, *bracketed;
+} kind_sections[] = {
+    {SY_KIND_DEVICE, "device", "[device]"},
+    {SY_KIND_ATTN, "attention", "[attention]"},
+    {SY_KIND_MOE, "moe", "[moe]"},
+    {SY_KIND_COMM, "comm", "[comm]"},
+};
+#define N_KIND_SECTIONS (sizeof kind_sections / sizeof kind_sections[0])
+
 int sy_section_kind(const char *s)
 {
     if (!s)
         return 0;
-    if (strcmp(s, "device") == 0)
-        return SY_KIND_DEVICE;
-    if (strcmp(s, "attention") == 0)
-        return SY_KIND_ATTN;
-    if (strcmp(s, "moe") == 0)
-        return SY_KIND_MOE;
-    if (strcmp(s, "comm") == 0)
-        return SY_KIND_COMM;
+    for (size_t i = 0; i < N_KIND_SECTIONS; i++)
+        if (strcmp(s, kind_sections[i].name) == 0)
+            return kind_sections[i].kind;
     if (strncmp(s, "frontend:", 9) == 0)
         return SY_KIND_FRONTEND;
     return 0;
 }
 
+const char *sy_kind_config_section(int kind)
+{
+    for (size_t i = 0; i < N_KIND_SECTIONS; i++)
+        if (kind_sections[i].kind == kind)
+            return kind_sections[i].name;
+    return NULL;
+}
+
 const char *sy_kind_section(int kind)
 {
-    switch (kind) {
-    case SY_KIND_DEVICE: return "[device]";
-    case SY_KIND_ATTN: return "[attention]";
-    case SY_KIND_MOE: return "[moe]";
-    case SY_KIND_COMM: return "[comm]";
-    case SY_KIND_FRONTEND: return "[frontend:NAME]";
-    default: return "[?]";
-    }
+    for (size_t i = 0; i < N_KIND_SECTIONS; i++)
+        if (kind_sections[i].kind == kind)
+            return kind_sections[i].bracketed;
+    return kind == SY_KIND_FRONTEND ? "[frontend:NAME]" : "[?]";
 }
 
 /* 1 if known; else 0 and why says what is wrong with the name. */
@@ -569,7 +580,8 @@ static void trim(const char **s, const char **e)
         (*e)--;
 }
 
-int sy_config_set(sy_config *c, const char *a, sy_err *err)
+/* Applies one "section.key=value"; the entry remembers origin ("--set" or SY_CONFIG_ENV) as its file. */
+static int set_from(sy_config *c, const char *a, const char *origin, sy_err *err)
 {
     if (!c || !a)
         return sy_err_set(err, SY_ERR_INVALID, "sy_config_set: no config or no assignment");
@@ -612,8 +624,53 @@ int sy_config_set(sy_config *c, const char *a, sy_err *err)
         return sy_err_set(err, SY_ERR_NOMEM, "out of memory");
     memcpy(value, vs, (size_t)(ve - vs));
     value[ve - vs] = '\0';
-    cfg_section *s = add_section(c, sect, "--set", 0);
-    const sy_config_entry *e = s ? put_entry(c, s, key, value, "--set", 0) : NULL;
+    cfg_section *s = add_section(c, sect, origin, 0);
+    const sy_config_entry *e = s ? put_entry(c, s, key, value, origin, 0) : NULL;
     free(value);
     return e ? SY_OK : sy_err_set(err, SY_ERR_NOMEM, "out of memory");
+}
+
+int sy_config_set(sy_config *c, const char *a, sy_err *err)
+{
+    return set_from(c, a, "--set", err);
+}
+
+int sy_config_entry_from_env(const sy_config_entry *e)
+{
+    return e && e->line == 0 && e->file && strcmp(e->file, SY_CONFIG_ENV) == 0;
+}
+
+int sy_config_apply_env(sy_config *c, sy_err *err)
+{
+    const char *env = getenv(SY_CONFIG_ENV);
+    if (!c)
+        return sy_err_set(err, SY_ERR_INVALID, "sy_config_apply_env: no config");
+    /* Assignments are separated by white space: the values it is for (f32, sizes, names) hold none. */
+    int nth = 0;
+    for (const char *p = env ? env : ""; *p;) {
+        while (*p && is_space(*p))
+            p++;
+        const char *start = p;
+        while (*p && !is_space(*p))
+            p++;
+        if (p == start)
+            break;
+        char *a = malloc((size_t)(p - start) + 1);
+        if (!a)
+            return sy_err_set(err, SY_ERR_NOMEM, "out of memory");
+        memcpy(a, start, (size_t)(p - start));
+        a[p - start] = '\0';
+        nth++;
+        sy_err why = {{0}};
+        int rc = set_from(c, a, SY_CONFIG_ENV, &why);
+        if (rc) {
+            /* The entry and the reason first: the whole variable, last, may be long enough to be cut. */
+            sy_err_set(err, rc, "%s entry %d, \"%s\": %s (%s=\"%s\")", SY_CONFIG_ENV, nth, a, why.msg, SY_CONFIG_ENV,
+                       env);
+            free(a);
+            return rc;
+        }
+        free(a);
+    }
+    return SY_OK;
 }

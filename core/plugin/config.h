@@ -19,7 +19,7 @@ typedef struct sy_config_entry {
     const char *section;
     const char *key;
     const char *value;
-    const char *file; /* path of the INI file, or "--set" */
+    const char *file; /* path of the INI file, "--set" or SY_CONFIG_ENV */
     int line;         /* 0 for --set */
 } sy_config_entry;
 
@@ -37,6 +37,24 @@ sy_config *sy_config_copy(const sy_config *c);
 
 /* Applies "section.key=value" (a --set argument); replaces an existing value. */
 int sy_config_set(sy_config *c, const char *assignment, sy_err *err);
+
+/*
+ * The environment variable of configuration overrides: white-space separated
+ * "section.key=value" assignments that every command applies after its
+ * config file and before --model and --set (docs/config.md). make check
+ * exports it to pin the tests' numerics (`device.matmul=f32 moe.matmul=f32`).
+ * Its entries have file SY_CONFIG_ENV and line 0. A plugin that does not
+ * declare one of its keys ignores it (sy_config_bind), so one value serves
+ * every device: `device.matmul` means nothing to the cuda plugin.
+ */
+#define SY_CONFIG_ENV "SWITCHYARD_SET"
+/* Applies SY_CONFIG_ENV's assignments to c (none when it is unset or empty); errors name the variable. */
+int sy_config_apply_env(sy_config *c, sy_err *err);
+/* True if e came from SY_CONFIG_ENV. */
+int sy_config_entry_from_env(const sy_config_entry *e);
+
+/* The section of a plugin kind: "device", "attention", "moe" or "comm"; NULL for a frontend ([frontend:NAME]). */
+const char *sy_kind_config_section(int kind);
 
 /* NULL when absent. */
 const sy_config_entry *sy_config_find(const sy_config *c, const char *section, const char *key);

@@ -267,11 +267,13 @@ static void add(msgbuf *m, const char *fmt, ...)
     }
 }
 
-/* "f.ini:12" or "--set section.key=value". */
+/* "f.ini:12", "--set section.key=value" or "SWITCHYARD_SET section.key=value". */
 static void where(char *buf, size_t cap, const sy_config_entry *e)
 {
     if (e->line > 0)
         snprintf(buf, cap, "%s:%d", e->file, e->line);
+    else if (sy_config_entry_from_env(e))
+        snprintf(buf, cap, "%s %s.%s=%s", SY_CONFIG_ENV, e->section, e->key, e->value);
     else
         snprintf(buf, cap, "--set %s.%s=%s", e->section, e->key, e->value);
 }
@@ -339,6 +341,9 @@ int sy__config_bind(const sy_config *c, const char *section, const sy_key_decl *
         for (size_t j = 0; j < nd; j++)
             if (strcmp(decls[j].name, e->key) == 0)
                 d = &decls[j];
+        /* The environment's overrides are for whichever plugin declares them (device.matmul is cpu's, not cuda's). */
+        if (!d && sy_config_entry_from_env(e))
+            continue;
         if (!d)
             return unknown_key(e, section, decls, reserved, owner, err);
         if (sy_key_check(d, e->value, &why)) {

@@ -10,20 +10,9 @@
 # keeps the host path. The real stories260k: auto = off = ../shared's
 # expected greedy ids.
 set -u
-: "${SY_BUILDDIR:?run through make check}"
-if [ -z "${SY_SHARED_DIR:-}" ] || [ ! -d "$SY_SHARED_DIR/models/stories260k" ]; then
-    echo "FAIL: SY_SHARED_DIR (${SY_SHARED_DIR:-unset}) has no models/stories260k" >&2
-    exit 1
-fi
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
+need_model stories260k
 PY=${PYTHON_NUMPY:-/usr/bin/python3}
-sy=$SY_BUILDDIR/switchyard
-cfg=$SY_BUILDDIR/etc/switchyard-build.ini
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 N=24
 # gen MODEL MODE [ARGS]: the generated ids; "$tmp/err" keeps stderr.
 gen() {

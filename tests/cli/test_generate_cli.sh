@@ -3,19 +3,8 @@
 # continuation exactly, the default build config writing that story too,
 # sampling reproducibility, and clear errors for bad input.
 set -u
-: "${SY_BUILDDIR:?run through make check}"
-if [ -z "${SY_SHARED_DIR:-}" ] || [ ! -d "$SY_SHARED_DIR/models/stories260k" ]; then
-    echo "FAIL: SY_SHARED_DIR (${SY_SHARED_DIR:-unset}) has no models/stories260k" >&2
-    exit 1
-fi
-sy=$SY_BUILDDIR/switchyard
-cfg=$SY_BUILDDIR/etc/switchyard-build.ini
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
+need_model stories260k
 
 # 1. The continuation that ../shared/models/README.md lists, from the text prompt.
 want=', there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball.'

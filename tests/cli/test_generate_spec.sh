@@ -5,19 +5,8 @@
 # each other (acceptance = accepted / drafts, mean = 1 + accepted /
 # verifies) and with drafts accepted (else the identity proves nothing).
 set -u
-: "${SY_BUILDDIR:?run through make check}"
-if [ -z "${SY_SHARED_DIR:-}" ] || [ ! -d "$SY_SHARED_DIR/models/stories260k" ]; then
-    echo "FAIL: SY_SHARED_DIR (${SY_SHARED_DIR:-unset}) has no models/stories260k" >&2
-    exit 1
-fi
-sy=$SY_BUILDDIR/switchyard
-cfg=$SY_BUILDDIR/etc/switchyard-build.ini
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
+need_model stories260k
 gen() { "$sy" generate -q -c "$cfg" --model "$SY_SHARED_DIR/models/stories260k" --print-ids --ignore-eos -n 48 "$@"; }
 
 prompt='Once upon a time, there was a little girl named Lily. Once upon a time, there was a little'

@@ -10,13 +10,8 @@
 # attention's stage op, or with graphs = off, nothing is recorded and
 # nothing fails. Replays themselves: tests/gpu/run.sh on a GPU.
 set -u
-: "${SY_BUILDDIR:?run through make check}"
-if [ -z "${SY_SHARED_DIR:-}" ] || [ ! -d "$SY_SHARED_DIR/models/stories260k" ]; then
-    echo "FAIL: SY_SHARED_DIR (${SY_SHARED_DIR:-unset}) has no models/stories260k" >&2
-    exit 1
-fi
-sy=$SY_BUILDDIR/switchyard
-cfg=$SY_BUILDDIR/etc/switchyard-build.ini
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
+need_model stories260k
 model=$SY_SHARED_DIR/models/stories260k
 inner_dev=$SY_BUILDDIR/build-plugins/sy-device-cpu.so
 inner_attn=$SY_BUILDDIR/build-plugins/sy-attn-cpu.so
@@ -24,12 +19,6 @@ for f in "$inner_dev" "$inner_attn" "$SY_BUILDDIR/build-test-plugins/sygraph.so"
     "$SY_BUILDDIR/build-test-plugins/sygraph-attn.so"; do
     [ -f "$f" ] || { echo "FAIL: $f is missing (make check builds it)"; exit 1; }
 done
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 export SYGRAPH_PROBE=1
 # gen NAME [--set ...]: the generated ids of 24 greedy tokens, stderr in $tmp/NAME.err (the wrappers run
 # their inner CPU device on one thread).

@@ -3,15 +3,8 @@
 # slots so messages go in chunks, both algorithms through the crossover):
 # the nccl-tests table with #wrong 0 on every row, and clear usage errors.
 set -u
-: "${SY_BUILDDIR:?run through make check}"
-sy=$SY_BUILDDIR/switchyard
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
 dir=$SY_BUILDDIR/build-plugins
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 
 # Every data row (not starting with #) has 0 in the #wrong column (8th); n rows at least.
 rows_ok() { # file, min rows

@@ -6,20 +6,13 @@
 # family of tests/plugins/sytest_gpu.c, whose comm plugin refuses two ranks
 # on one GPU as NCCL does (every rank took GPU 0 before).
 set -u
-: "${SY_BUILDDIR:?run through make check}"
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
 : "${SY_TEST_PLUGIN_DIR:?run through make check}"
 : "${SY_PLUGIN_DIR:?run through make check}"
-sy=$SY_BUILDDIR/switchyard
 dir=$SY_TEST_PLUGIN_DIR
 for so in sytest-gpudev sytest-gpucomm; do
     [ -f "$dir/$so.so" ] || { echo "FAIL: $dir/$so.so is missing (make build-test-plugins/.stamp)"; exit 1; }
 done
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 rows_ok() { # file, min rows: every data row has #wrong 0
     awk -v min="$2" '!/^#/ && NF >= 9 { n++; if ($8 != 0) bad++ } END { exit !(n >= min && !bad) }' "$1"
 }

@@ -61,6 +61,9 @@ static int run_model(const char *shared, const char *plugin_dir, const char *nam
     sy_err err = {{0}};
     sy_config *cfg = sy_config_new();
     const char *sets[] = {"device.plugin=cpu", "moe.plugin=cpu", "comm.plugin=local", "scheduler.max_batch_tokens=64"};
+    /* make check pins matmul = f32 through SWITCHYARD_SET (Makefile.am), as the CLI applies it */
+    if (sy_config_apply_env(cfg, &err))
+        goto cfg_fail;
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
         if (sy_config_set(cfg, sets[i], &err))
             goto cfg_fail;

@@ -44,6 +44,10 @@
 # Exit status: 0 when steps 1-4d pass (step 5 prints a table, asserts
 # nothing about speed); 1 otherwise. Each step's log is in $SY_GPU_BUILD/gpu-logs.
 set -u
+# The CPU plugins are the reference here (ids, op outputs): f32, exact, even on a host CPU with AMX, where
+# their default matmul = auto would be bf16 (docs/config.md). The cuda plugins do not declare the key.
+SWITCHYARD_SET="device.matmul=f32 moe.matmul=f32"
+export SWITCHYARD_SET
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${SY_GPU_BUILD:-/tmp/sy-gpu-build}
 model8b=${SY_GPU_MODEL_DIR:-/tmp/sy-gpu-model-8b}

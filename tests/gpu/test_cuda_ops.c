@@ -1119,7 +1119,9 @@ static sy_plugin_inst *open_fp4act(sy_loader *ld, sy_host_ctx *host, const char 
     char set[96];
     sy_err err = {{0}};
     snprintf(set, sizeof set, "moe.tile=%s", tile ? tile : "");
-    if (!cfg || sy_config_set(cfg, mx ? "moe.activations=mxfp4" : "moe.activations=nvfp4", &err) ||
+    /* SWITCHYARD_SET (run.sh) pins moe cpu's matmul = f32: the reference stays exact on a CPU with AMX. */
+    if (!cfg || sy_config_apply_env(cfg, &err) ||
+        sy_config_set(cfg, mx ? "moe.activations=mxfp4" : "moe.activations=nvfp4", &err) ||
         (tile && sy_config_set(cfg, set, &err)))
         die("set-up", &err);
     *cfg_out = cfg;
@@ -1806,7 +1808,9 @@ int main(int argc, char **argv)
     sy_loader *ld = sy_loader_new(dir, NULL);
     sy_config *cfg = sy_config_new(), *cfg_round = sy_config_new(), *cfg_cc = sy_config_new(), *cfg_tc = sy_config_new();
     sy_err err = {{0}};
-    if (!ld || !cfg || !cfg_round || !cfg_cc || !cfg_tc || sy_config_set(cfg_round, "device.linear=round", &err) ||
+    /* SWITCHYARD_SET (run.sh) pins the cpu reference's matmul = f32 (the cuda plugins do not declare it). */
+    if (!ld || !cfg || !cfg_round || !cfg_cc || !cfg_tc || sy_config_apply_env(cfg, &err) ||
+        sy_config_set(cfg_round, "device.linear=round", &err) ||
         sy_config_set(cfg_cc, "attention.prefill_kernel=cuda-cores", &err) ||
         sy_config_set(cfg_tc, "attention.prefill_kernel=tensor-cores", &err))
         die("set-up", &err);

@@ -474,6 +474,79 @@ static void test_key_check_and_size(void)
     CHECK(strcmp(sy_kind_section(SY_KIND_MOE), "[moe]") == 0);
 }
 
+/* SWITCHYARD_SET: after the file, before --set; errors name it; keys the bound plugin lacks are skipped. */
+static void test_env(void)
+{
+    tmpfile_ t;
+    sy_config *c = load_ok("[device]\nmatmul = bf16\nthreads = 2\n", &t);
+    sy_err err = {{0}};
+    setenv(SY_CONFIG_ENV, "  device.matmul=f32\tmoe.matmul=f32 device.gpu=3 ", 1);
+    CHECK(sy_config_apply_env(c, &err) == SY_OK);
+    const sy_config_entry *e = sy_config_find(c, "device", "matmul");
+    CHECK(e && strcmp(e->value, "f32") == 0 && sy_config_entry_from_env(e) && strcmp(e->file, SY_CONFIG_ENV) == 0);
+    CHECK(strcmp(sy_config_get(c, "moe", "matmul"), "f32") == 0);
+    CHECK(!sy_config_entry_from_env(sy_config_find(c, "device", "threads")));
+    CHECK(sy_config_set(c, "device.matmul=auto", &err) == SY_OK);
+    e = sy_config_find(c, "device", "matmul");
+    CHECK(e && strcmp(e->value, "auto") == 0 && !sy_config_entry_from_env(e));
+    /* The cpu device declares matmul, not gpu: gpu from the environment is skipped; from --set it is an error. */
+    static const sy_key_decl dev[] = {
+        {"threads", SY_KEY_INT, "0", "threads", 0, 4096, NULL},
+        {"matmul", SY_KEY_ENUM, "auto", "numerics", 1, 0, "f32|bf16|auto"},
+        {NULL, SY_KEY_STRING, NULL, NULL, 0, 0, NULL},
+    };
+    sy_kv *k = NULL;
+    size_t nk = 0;
+    CHECK(sy_config_bind(c, "device", dev, NULL, &k, &nk, &err) == SY_OK);
+    CHECK(nk == 2 && strcmp(k[1].value, "auto") == 0);
+    free(k);
+    CHECK(sy_config_set(c, "device.gpu=3", &err) == SY_OK);
+    CHECK(sy_config_bind(c, "device", dev, NULL, &k, &nk, &err) == SY_ERR_INVALID);
+    HAS(err.msg, "unknown key \"gpu\" in [device] at --set device.gpu=3");
+    sy_config_free(c);
+    unlink(t.path);
+
+    /* A bad value names the variable as its place. */
+    c = sy_config_new();
+    setenv(SY_CONFIG_ENV, "device.matmul=fp8", 1);
+    CHECK(sy_config_apply_env(c, &err) == SY_OK);
+    CHECK(sy_config_bind(c, "device", dev, NULL, &k, &nk, &err) == SY_ERR_INVALID);
+    HAS(err.msg, "found \"fp8\" in SWITCHYARD_SET device.matmul=fp8");
+    sy_config_free(c);
+
+    /* A malformed entry: the variable, which entry, what was expected and what was found. */
+    static const struct {
+        const char *env, *entry, *found;
+    } bad[] = {
+        {"device.matmul=f32 nodot", "entry 2, \"nodot\"", "found no \"=\" in \"nodot\""},
+        {"matmul=f32", "entry 1, \"matmul=f32\"", "found no \".\" in \"matmul\""},
+        {"moe.matmul=f32 device.=f32", "entry 2, \"device.=f32\"", "found an empty key in \"device.\""},
+        {" =f32", "entry 1, \"=f32\"", "found no \".\" in \"\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        c = sy_config_new();
+        setenv(SY_CONFIG_ENV, bad[i].env, 1);
+        CHECK(sy_config_apply_env(c, &err) == SY_ERR_INVALID);
+        HAS(err.msg, "SWITCHYARD_SET ", bad[i].entry, "expected section.key=value", bad[i].found);
+        char whole[128];
+        snprintf(whole, sizeof whole, "(SWITCHYARD_SET=\"%s\")", bad[i].env);
+        HAS(err.msg, whole);
+        sy_config_free(c);
+    }
+    c = sy_config_new();
+    setenv(SY_CONFIG_ENV, "devce.matmul=f32", 1);
+    CHECK(sy_config_apply_env(c, &err) != SY_OK);
+    HAS(err.msg, "SWITCHYARD_SET entry 1, \"devce.matmul=f32\": ", "unknown section [devce] (did you mean [device]?)");
+    sy_config_free(c);
+
+    c = sy_config_new();
+    unsetenv(SY_CONFIG_ENV);
+    CHECK(sy_config_apply_env(c, &err) == SY_OK && sy_config_sections(c, NULL) == 0);
+    setenv(SY_CONFIG_ENV, " \t ", 1);
+    CHECK(sy_config_apply_env(c, &err) == SY_OK && sy_config_sections(c, NULL) == 0);
+    sy_config_free(c);
+}
+
 int main(void)
 {
     test_parse();
@@ -482,5 +555,6 @@ int main(void)
     test_set();
     test_bind();
     test_key_check_and_size();
+    test_env();
     return sy_test_done("test_config");
 }

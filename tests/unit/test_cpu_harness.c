@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plugin/config.h"
 #include "test_cpu_harness.h"
 
 static int n_failures;
@@ -156,15 +157,71 @@ void th_host_clear_pool(th_host *h)
     h->pool_inst = NULL;
 }
 
+/*
+ * The plugin's keys as the engine binds them when $SWITCHYARD_SET is all the
+ * configuration there is: the declared defaults, overridden by the
+ * variable's assignments to keys of its section that it declares (make
+ * check pins device.matmul / moe.matmul = f32 there). The config module does
+ * the parsing, so a malformed variable fails here as in the CLI. *kv points
+ * into *cfg: free both.
+ */
+static int env_bound(const th_plugin *p, sy_config **cfg, sy_kv **kv, size_t *n, sy_err *err)
+{
+    static const char *const reserved[] = {"plugin", NULL};
+    const char *section = sy_kind_config_section(p->desc->kind);
+    *cfg = sy_config_new();
+    *kv = NULL;
+    *n = 0;
+    if (!*cfg)
+        return sy_err_set(err, SY_ERR_NOMEM, "out of memory");
+    int rc = section ? sy_config_apply_env(*cfg, err)
+                     : sy_err_set(err, SY_ERR_INVALID, "%s: a plugin of kind %d has no config section", p->path,
+                                  p->desc->kind);
+    if (!rc)
+        rc = sy_config_bind(*cfg, section, p->desc->keys, reserved, kv, n, err);
+    if (rc) {
+        sy_config_free(*cfg);
+        *cfg = NULL;
+    }
+    return rc;
+}
+
+/* Where kv names key, its value; else NULL. */
+static const char *kv_value(const char *const *kv, const char *key)
+{
+    for (size_t i = 0; kv && kv[i] && kv[i + 1]; i += 2)
+        if (strcmp(kv[i], key) == 0)
+            return kv[i + 1];
+    return NULL;
+}
+
+const char *th_key_value(const th_plugin *p, const char *const *kv, const char *key, char *buf, size_t cap)
+{
+    sy_config *cfg;
+    sy_kv *bound;
+    size_t n;
+    sy_err err;
+    if (env_bound(p, &cfg, &bound, &n, &err)) {
+        fprintf(stderr, "FAIL: %s: %s\n", p->path, err.msg);
+        exit(1);
+    }
+    const char *v = sy_kv_get(bound, n, key);
+    if (v)
+        snprintf(buf, cap, "%s", kv_value(kv, key) ? kv_value(kv, key) : v);
+    free(bound);
+    sy_config_free(cfg);
+    return v ? buf : NULL;
+}
+
 int th_create(const th_plugin *p, const sy_host *h, const char *const *kv, void **inst, sy_err *err)
 {
-    sy_kv cfg[32];
-    size_t n = 0;
-    for (const sy_key_decl *k = p->desc->keys; k && k->name && n < 32; k++) {
-        cfg[n].key = k->name;
-        cfg[n].value = k->default_value ? k->default_value : "";
-        n++;
-    }
+    sy_config *c;
+    sy_kv *cfg;
+    size_t n;
+    *inst = NULL;
+    int rc = env_bound(p, &c, &cfg, &n, err);
+    if (rc)
+        return rc;
     for (size_t i = 0; kv && kv[i] && kv[i + 1]; i += 2) {
         size_t j = 0;
         while (j < n && strcmp(cfg[j].key, kv[i]) != 0)
@@ -175,8 +232,11 @@ int th_create(const th_plugin *p, const sy_host *h, const char *const *kv, void 
         }
         cfg[j].value = kv[i + 1];
     }
-    *inst = NULL;
-    return p->desc->create(h, cfg, n, inst, err);
+    rc = p->desc->create(h, cfg, n, inst, err);
+    /* The cpu plugins copy what they keep of their keys during create. */
+    free(cfg);
+    sy_config_free(c);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- data */

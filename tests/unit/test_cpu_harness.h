@@ -54,9 +54,18 @@ void th_host_clear_pool(th_host *h);
 
 /*
  * Creates an instance with the plugin's declared defaults, overridden by
- * kv = {"key", "value", ..., NULL}. Returns the status; *inst on success.
+ * $SWITCHYARD_SET's assignments for the plugin's section (keys it declares,
+ * as the engine binds them: make check pins device.matmul / moe.matmul =
+ * f32 there), overridden by kv = {"key", "value", ..., NULL}. Returns the
+ * status; *inst on success.
  */
 int th_create(const th_plugin *p, const sy_host *h, const char *const *kv, void **inst, sy_err *err);
+/*
+ * The value th_create would give key: kv's, else $SWITCHYARD_SET's for the
+ * plugin's section, else the declared default. Copied into buf; NULL when
+ * the plugin declares no such key.
+ */
+const char *th_key_value(const th_plugin *p, const char *const *kv, const char *key, char *buf, size_t cap);
 
 /* ------------------------------------------------------------------- data */
 

@@ -153,6 +153,12 @@ static sy_engine *open_engine(const model_case *mc, const char *const *extra, si
         snprintf(buf, sizeof buf, "model.path=%s", mc->path);
         sy_config_set(cfg, buf, &err);
     }
+    /* make check pins matmul = f32 through SWITCHYARD_SET (Makefile.am), as the CLI applies it */
+    if (sy_config_apply_env(cfg, &err)) {
+        fprintf(stderr, "FAIL config: %s\n", err.msg);
+        sy_config_free(cfg);
+        return NULL;
+    }
     for (size_t i = 0; i < n_extra; i++)
         if (sy_config_set(cfg, extra[i], &err)) {
             fprintf(stderr, "FAIL --set %s: %s\n", extra[i], err.msg);

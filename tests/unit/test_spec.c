@@ -76,6 +76,12 @@ static sy_config *make_config(const char *model, bool build_ini, const char *con
         for (size_t i = 0; i < 4; i++)
             sy_config_set(cfg, sets[i], &err);
     }
+    /* make check pins matmul = f32 through SWITCHYARD_SET (Makefile.am), as the CLI applies it */
+    if (sy_config_apply_env(cfg, &err)) {
+        fprintf(stderr, "FAIL config: %s\n", err.msg);
+        sy_config_free(cfg);
+        return NULL;
+    }
     snprintf(buf, sizeof buf, "model.path=%s", model);
     sy_config_set(cfg, buf, &err);
     sy_config_set(cfg, "speculative.method=ngram", &err);

@@ -35,6 +35,12 @@ static sy_config *make_config(const char *model, const char *const *extra, size_
     const char *sets[] = {"device.plugin=cpu", "attention.plugin=cpu", "moe.plugin=cpu", "comm.plugin=local", buf,
                           "speculative.method=mtp", "speculative.num_draft_tokens=3",
                           "speculative.min_acceptance=0"};
+    /* make check pins matmul = f32 through SWITCHYARD_SET (Makefile.am), as the CLI applies it */
+    if (sy_config_apply_env(cfg, &err)) {
+        fprintf(stderr, "FAIL config: %s\n", err.msg);
+        sy_config_free(cfg);
+        return NULL;
+    }
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
         if (sy_config_set(cfg, sets[i], &err)) {
             fprintf(stderr, "FAIL --set %s: %s\n", sets[i], err.msg);

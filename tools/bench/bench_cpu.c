@@ -319,6 +319,11 @@ int main(int argc, char **argv)
     sy_config_set(cfg, buf, &err);
     snprintf(buf, sizeof buf, "device.threads=%d", threads);
     sy_config_set(cfg, buf, &err);
+    if (sy_config_apply_env(cfg, &err)) {
+        fprintf(stderr, "sy-bench-cpu: %s\n", err.msg);
+        sy_config_free(cfg);
+        return 2;
+    }
     for (int i = 0; i < n_sets; i++)
         if (sy_config_set(cfg, sets[i], &err)) {
             fprintf(stderr, "sy-bench-cpu: --set %s: %s\n", sets[i], err.msg);

@@ -21,6 +21,8 @@ plugins_common_cpu_libsykern_la_SOURCES = \
 	plugins/common/cpu/kern_avx512bf16.c \
 	plugins/common/cpu/kern_amx.c \
 	plugins/common/cpu/peak.c \
+	plugins/common/cpu/sykmatmul.h \
+	plugins/common/cpu/matmul_choice.c \
 	plugins/common/cpu/sykquant.h \
 	plugins/common/cpu/gemm_quant.c \
 	plugins/common/cpu/quant_portable.c \

@@ -5,7 +5,7 @@
  * time.
  *
  * Weights: prepare_weight returns the host's mmap'd view. Only with the
- * AMX path (`matmul = bf16`, `amx = auto`, a CPU and kernel that allow the
+ * AMX path (`matmul = bf16` or `auto`, `amx = auto`, a CPU and kernel that allow the
  * tiles) does it also repack BF16 matrices into the tiles' layout, once, and
  * hang the copy on the prepared tensor's priv: data stays the row-major
  * view, so the embedding lookup of a tied table reads rows as before while
@@ -17,6 +17,7 @@
 #include <stdio.h>
 
 #include "device_cpu.h"
+#include "sykmatmul.h"
 #include "sykquant.h"
 
 #define SPIN_US 200 /* idle workers poll this long before sleeping: longer than the gap between two ops */
@@ -26,13 +27,14 @@ static const sy_key_decl keys[] = {
      "worker threads, the calling thread included; 0 = one per CPU this process may run on", 0, 4096, NULL},
     {"isa", SY_KEY_ENUM, "auto",
      "kernel instruction set; auto = the best that both the CPU and the OS (XCR0) support", 1, 0, SYK_ISA_CHOICES},
-    {"matmul", SY_KEY_ENUM, "f32",
-     "products with BF16 weights: f32 = activations stay F32, exact products, F32 sums (the reference's numerics); "
-     "bf16 = activations rounded to BF16 and AVX512-BF16 dot products (2x the GEMM rate, results differ from f32 "
-     "by ~0.15% RMS; f32 where the CPU lacks AVX512_BF16)",
-     1, 0, "f32|bf16"},
+    {"matmul", SY_KEY_ENUM, "auto",
+     "products with BF16 weights: auto = bf16 where the CPU has a native BF16 dot path (AMX-BF16 granted, or "
+     "AVX512_BF16 with isa avx512), else f32; f32 = activations stay F32, exact products, F32 sums (the reference's "
+     "numerics, what the tests pin); bf16 = activations rounded to BF16 and BF16 dot products (2x the GEMM rate or "
+     "more, results differ from f32 by ~0.15% RMS; f32 with a warning where the CPU lacks AVX512_BF16)",
+     1, 0, "f32|bf16|auto"},
     {"amx", SY_KEY_ENUM, "auto",
-     "with matmul = bf16: auto = AMX-BF16 tiles where the CPU has them and Linux grants the tile state (BF16 weights "
+     "with matmul = bf16 or auto: auto = AMX-BF16 tiles where the CPU has them and Linux grants the tile state (BF16 weights "
      "repacked once at load, about one more copy of them in memory), else the AVX512-BF16 kernel; off = always the "
      "AVX512-BF16 kernel (A/B comparisons)",
      1, 0, "auto|off"},
@@ -70,12 +72,10 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     if (threads_key < 0 || threads_key > 4096)
         return sy_err_set(err, SY_ERR_INVALID, "threads = %lld: expected 0 (one per CPU) to 4096", threads_key);
     const int threads = threads_key ? (int)threads_key : syk_online_cpus();
-    const char *matmul = sy_kv_get(cfg, n_cfg, "matmul");
-    if (matmul && strcmp(matmul, "f32") != 0 && strcmp(matmul, "bf16") != 0)
-        return sy_err_set(err, SY_ERR_INVALID, "matmul = %s: expected f32 or bf16", matmul);
-    const char *amx = sy_kv_get(cfg, n_cfg, "amx");
-    if (amx && strcmp(amx, "auto") != 0 && strcmp(amx, "off") != 0)
-        return sy_err_set(err, SY_ERR_INVALID, "amx = %s: expected auto or off", amx);
+    /* Decided once here (asking Linux for the AMX tile state if it may be used), logged in one line below. */
+    syk_matmul mm;
+    if ((rc = syk_matmul_select(cfg, n_cfg, isa, &mm, err)))
+        return rc;
 
     sy_cpu_dev *d = calloc(1, sizeof *d);
     if (!d)
@@ -90,21 +90,12 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     d->par.run = syk_pool_run;
     d->par.ctx = d->pool;
     d->par.n_workers = syk_pool_size(d->pool);
-    if (matmul && strcmp(matmul, "bf16") == 0) {
-        char why[160];
-        d->bdot = syk_bf16dot_for(isa, why, sizeof why);
-        if (!d->bdot) /* a config shared across machines still runs, exactly, where BF16 cannot */
-            sy_logf(host, SY_LOG_WARN, SY_CPU_DEV_NAME, "matmul = bf16 falls back to f32: %s", why);
-        else if (!amx || strcmp(amx, "off") != 0) {
-            d->amx = syk_amx_for(isa, why, sizeof why);
-            if (!d->amx) /* one line: the run is still BF16, on the older kernel */
-                sy_logf(host, syk_cpu_has_amx_bf16(NULL, 0) ? SY_LOG_WARN : SY_LOG_INFO, SY_CPU_DEV_NAME,
-                        "matmul = bf16 runs the AVX512-BF16 kernel, not AMX: %s", why);
-        }
-    }
+    d->matmul = mm;
+    /* A config shared across machines still runs, exactly, where BF16 cannot: one line says which path and why. */
+    syk_matmul_log(&d->matmul, host, SY_CPU_DEV_NAME);
     sy_logf(host, SY_LOG_INFO, SY_CPU_DEV_NAME, "%d worker threads, %s kernels%s", d->par.n_workers,
             syk_isa_name(isa),
-            d->amx ? ", AMX-BF16 tiles for BF16 weights" : d->bdot ? ", BF16 dot products for BF16 weights" : "");
+            d->matmul.amx ? ", AMX-BF16 tiles for BF16 weights" : d->matmul.bdot ? ", BF16 dot products for BF16 weights" : "");
     *inst = d;
     return SY_OK;
 }
@@ -216,7 +207,7 @@ static int dev_prepare_weight(void *inst, const char *name, const sy_tensor *hos
     *out = *host;
     out->priv = NULL;
     sy_cpu_dev *d = inst;
-    if (d->amx && host->dtype == SY_DTYPE_BF16 && host->ndim >= 2 && r > 0 && c > 0) {
+    if (d->matmul.amx && host->dtype == SY_DTYPE_BF16 && host->ndim >= 2 && r > 0 && c > 0) {
         /* lm_head.weight of its own: the model is untied, so the embedding's pack would never be multiplied. */
         if (d->embed_pack && name && strcmp(name, "lm_head.weight") == 0 && d->embed_pack->src != host->data)
             syk_amx_pack_drop(d->host, d->embed_pack);
@@ -279,17 +270,28 @@ static double dev_matmul_peak(void *inst, sy_dtype wdtype, char *path, size_t pa
     const sy_cpu_dev *d = inst;
     if (!d)
         return 0;
-    const syk_path p = wdtype == SY_DTYPE_BF16 && d->bdot ? (d->amx ? SYK_PATH_AMX : SYK_PATH_AVX512BF16) : SYK_PATH_F32;
+    const syk_path p = wdtype == SY_DTYPE_BF16 && d->matmul.bdot ? (d->matmul.amx ? SYK_PATH_AMX : SYK_PATH_AVX512BF16) : SYK_PATH_F32;
     if (path && path_len)
         snprintf(path, path_len, "%s%s", p == SYK_PATH_AMX ? "amx-bf16" : p == SYK_PATH_AVX512BF16 ? "avx512-bf16" : "f32-",
                  p == SYK_PATH_F32 ? syk_isa_name(d->isa) : "");
     return syk_matmul_peak(d->isa, p, syk_pool_size(d->pool), NULL, 0);
 }
 
+/* "matmul": the numerics this instance resolved, as its start-up log line ("matmul = auto: f32, ..."). */
+static const char *dev_matmul_line(void *inst)
+{
+    const sy_cpu_dev *d = inst;
+    return d ? d->matmul.choice.line : "?";
+}
+
 static void *get_proc(const char *name)
 {
     if (!name)
         return NULL;
+    if (strcmp(name, "matmul") == 0) {
+        const char *(*f)(void *) = dev_matmul_line;
+        return (void *)f;
+    }
     if (strcmp(name, "parallel_for") == 0) {
         sy_device_parallel_for_fn f = dev_parallel_for;
         return (void *)f;

@@ -8,6 +8,7 @@
 
 #include "switchyard/plugin.h"
 #include "sykern.h"
+#include "sykmatmul.h"
 #include "sykpool.h"
 
 #define SY_CPU_DEV_NAME "cpu"
@@ -18,11 +19,10 @@ typedef struct sy_cpu_dev {
     const syk_kernels *kern;
     syk_pool *pool;
     syk_par par; /* over pool */
-    /* `matmul = bf16` on a CPU with AVX512_BF16: the BF16 path, else NULL. */
-    const syk_bf16dot *bdot;
-    /* With bdot, `amx = auto` on a CPU and kernel that allow the tiles: the AMX kernels (kern_amx.c), else NULL.
+    /* The `matmul` key resolved at create: the path, the log line get_proc("matmul") returns, and its kernels:
+     * matmul.bdot where it is bf16 (AVX512_BF16 and isa avx512), matmul.amx too where the AMX tiles run;
      * prepare_weight then repacks BF16 matrices for them (the pack in the prepared tensor's priv). */
-    const syk_amx *amx;
+    syk_matmul matmul;
     syk_amx_pack *embed_pack; /* the embedding's pack, dropped when a separate lm_head arrives (untied) */
     uint16_t *xb;     /* x rounded to BF16 for the BF16 path; grows to the largest batch x k seen */
     size_t xb_cap;    /* elements */

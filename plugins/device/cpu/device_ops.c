@@ -189,7 +189,7 @@ static int linear_setup(const sy_tensor *x, const sy_tensor *w, const sy_tensor 
  */
 static int bdot_setup(sy_cpu_dev *d, syk_gemm *g, int n, const char *op, sy_err *err)
 {
-    if (!d->bdot)
+    if (!d->matmul.bdot)
         return SY_OK;
     size_t need = 0;
     for (int i = 0; i < n; i++)
@@ -211,8 +211,8 @@ static int bdot_setup(sy_cpu_dev *d, syk_gemm *g, int n, const char *op, sy_err 
     for (int i = 0; i < n; i++) {
         if (!(g[i].wdtype == SY_DTYPE_BF16 && g[i].n > 0 && g[i].m > 0 && g[i].k > 0))
             continue;
-        g[i].bdot = d->bdot;
-        g[i].amx = g[i].amx_w ? d->amx : NULL;
+        g[i].bdot = d->matmul.bdot;
+        g[i].amx = g[i].amx_w ? d->matmul.amx : NULL;
         g[i].ldxb = g[i].k;
         for (int p = 0; p < i && !g[i].xb; p++)
             if (g[p].xb && g[p].x == g[i].x && g[p].ldx == g[i].ldx && g[p].n == g[i].n && g[p].k == g[i].k)
@@ -220,7 +220,7 @@ static int bdot_setup(sy_cpu_dev *d, syk_gemm *g, int n, const char *op, sy_err 
         if (g[i].xb)
             continue;
         g[i].xb = d->xb + used;
-        syk_rows_to_bf16(d->bdot, d->xb + used, g[i].ldxb, g[i].x, g[i].ldx, g[i].n, g[i].k, &d->par);
+        syk_rows_to_bf16(d->matmul.bdot, d->xb + used, g[i].ldxb, g[i].x, g[i].ldx, g[i].n, g[i].k, &d->par);
         used += (size_t)g[i].n * (size_t)g[i].k;
     }
     return SY_OK;

@@ -17,6 +17,7 @@
 #include "symoe_fp4act.h"
 #include "symoe_bias.h"
 #include "symoe_range.h"
+#include "sykmatmul.h"
 #include "sykquant.h"
 #include "sykconv.h"
 
@@ -27,12 +28,14 @@ static const sy_key_decl keys[] = {
      1, 1048576, NULL},
     {"isa", SY_KEY_ENUM, "auto", "kernel instruction set; auto = the best the CPU and OS support", 1, 0,
      SYK_ISA_CHOICES},
-    {"matmul", SY_KEY_ENUM, "f32",
-     "expert products with BF16 weights: f32 = exact products, F32 sums; bf16 = inputs rounded to BF16 and "
-     "AVX512-BF16 dot products (faster prefill, slightly different results; f32 where the CPU lacks AVX512_BF16)",
-     1, 0, "f32|bf16"},
+    {"matmul", SY_KEY_ENUM, "auto",
+     "expert products with BF16 weights: auto = bf16 where the CPU has a native BF16 dot path (AMX-BF16 granted, "
+     "or AVX512_BF16 with isa avx512), else f32; f32 = exact products, F32 sums (what the tests pin); bf16 = inputs "
+     "rounded to BF16 and BF16 dot products (faster prefill, slightly different results; f32 with a warning where "
+     "the CPU lacks AVX512_BF16)",
+     1, 0, "f32|bf16|auto"},
     {"amx", SY_KEY_ENUM, "auto",
-     "with matmul = bf16: auto = AMX-BF16 tiles where the CPU has them and Linux grants the tile state (BF16 experts "
+     "with matmul = bf16 or auto: auto = AMX-BF16 tiles where the CPU has them and Linux grants the tile state (BF16 experts "
      "repacked once at prepare_layer, one more copy of them in memory), else the AVX512-BF16 kernel; off = always "
      "AVX512-BF16",
      1, 0, "auto|off"},
@@ -86,27 +89,14 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     const long long mt = sy_kv_int(cfg, n_cfg, "max_tokens", 256);
     if (mt < 1 || mt > 1048576)
         return sy_err_set(err, SY_ERR_INVALID, "max_tokens = %lld: expected 1..1048576", mt);
-    const char *matmul = sy_kv_get(cfg, n_cfg, "matmul");
-    if (matmul && strcmp(matmul, "f32") != 0 && strcmp(matmul, "bf16") != 0)
-        return sy_err_set(err, SY_ERR_INVALID, "matmul = %s: expected f32 or bf16", matmul);
-    const char *amx = sy_kv_get(cfg, n_cfg, "amx");
-    if (amx && strcmp(amx, "auto") != 0 && strcmp(amx, "off") != 0)
-        return sy_err_set(err, SY_ERR_INVALID, "amx = %s: expected auto or off", amx);
+    /* As the device plugin: decided once, one log line (below, after the other keys are checked). */
+    syk_matmul mm;
+    if ((rc = syk_matmul_select(cfg, n_cfg, isa, &mm, err)))
+        return rc;
     moe_cpu *m = calloc(1, sizeof *m);
     if (!m)
         return sy_err_set(err, SY_ERR_NOMEM, "moe cpu: cannot allocate the instance");
-    if (matmul && strcmp(matmul, "bf16") == 0) {
-        char why[160];
-        m->bdot = syk_bf16dot_for(isa, why, sizeof why);
-        if (!m->bdot)
-            sy_logf(host, SY_LOG_WARN, SY_MOE_CPU_NAME, "matmul = bf16 falls back to f32: %s", why);
-        else if (!amx || strcmp(amx, "off") != 0) {
-            m->amx = syk_amx_for(isa, why, sizeof why);
-            if (!m->amx)
-                sy_logf(host, syk_cpu_has_amx_bf16(NULL, 0) ? SY_LOG_WARN : SY_LOG_INFO, SY_MOE_CPU_NAME,
-                        "matmul = bf16 runs the AVX512-BF16 kernel, not AMX: %s", why);
-        }
-    }
+    m->matmul = mm;
     const char *act = sy_kv_get(cfg, n_cfg, "activations");
     if (act && *act && strcmp(act, "f32") != 0 && strcmp(act, "nvfp4") != 0 && strcmp(act, "mxfp4") != 0) {
         free(m);
@@ -128,6 +118,7 @@ static int create(const sy_host *host, const sy_kv *cfg, size_t n_cfg, void **in
     m->isa = isa;
     m->kern = syk_kernels_for(isa);
     m->chunk_tokens = mt;
+    syk_matmul_log(&m->matmul, host, SY_MOE_CPU_NAME);
     *inst = m;
     return SY_OK;
 }
@@ -236,7 +227,7 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     m->act = syk_alloc(m->host, sizeof(float) * A * F, 64);
     m->upb = syk_alloc(m->host, sizeof(float) * A * F, 64);
     m->ye = syk_alloc(m->host, sizeof(float) * A * H, 64);
-    if (m->bdot) {
+    if (m->matmul.bdot) {
         m->xeb = syk_alloc(m->host, sizeof(uint16_t) * A * H, 64);
         m->actb = syk_alloc(m->host, sizeof(uint16_t) * A * F, 64);
     }
@@ -251,7 +242,7 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
         m->qscratch = syk_alloc(m->host, (size_t)m->qrow * A, 64);
     }
     if (!m->layers || !m->ids || !m->wts || !m->slot_of || !m->assign_tok || !m->counts || !m->offsets ||
-        !m->active || !m->xe || !m->act || !m->upb || !m->ye || (m->bdot && (!m->xeb || !m->actb)) ||
+        !m->active || !m->xe || !m->act || !m->upb || !m->ye || (m->matmul.bdot && (!m->xeb || !m->actb)) ||
         (m->fp4act && !m->qscratch)) {
         release(m);
         return sy_err_set(err, SY_ERR_NOMEM, "moe cpu: cannot allocate scratch for %zu tokens x top_k %zu "
@@ -267,7 +258,7 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     m->prepared = 1;
     sy_logf(m->host, SY_LOG_INFO, SY_MOE_CPU_NAME, "%d experts top-%d, scratch for %zu tokens per pass (%.1f MiB), %s kernels%s%s",
             p->n_experts, p->top_k, C, (double)(sizeof(float) * A * (2 * H + 2 * F)) / 1048576.0,
-            syk_isa_name(m->isa), m->bdot ? ", BF16 dot products for BF16 experts" : "",
+            syk_isa_name(m->isa), m->matmul.bdot ? ", BF16 dot products for BF16 experts" : "",
             m->fp4act == 1 ? ", NVFP4-quantised expert inputs (W4A4)"
             : m->fp4act == 2 ? ", MXFP4-quantised expert inputs (W4A4)" : "");
     return SY_OK;
@@ -345,7 +336,7 @@ static int prepare_layer(void *inst, int32_t layer, const sy_tensor *gate, const
     memcpy(views + EL, up, sizeof(sy_tensor) * (size_t)EL);
     memcpy(views + 2 * EL, down, sizeof(sy_tensor) * (size_t)EL);
     syk_amx_pack **packs = NULL;
-    if (m->amx && m->p.weight_dtype == SY_DTYPE_BF16) {
+    if (m->matmul.amx && m->p.weight_dtype == SY_DTYPE_BF16) {
         /* Once per expert at load; forward then only reads the packs (the views' pages are not touched again). */
         packs = calloc(3 * (size_t)EL, sizeof *packs);
         for (int32_t i = 0; packs && i < 3 * EL; i++) {
@@ -449,9 +440,20 @@ static int tuning_table(void *inst, char *path, size_t cap, const char **source)
     return 0;
 }
 
+/* get_proc("matmul"): the numerics the instance resolved, as its start-up log line ("matmul = auto: f32, ..."). */
+static const char *matmul_line(void *inst)
+{
+    const moe_cpu *m = inst;
+    return m ? m->matmul.choice.line : "?";
+}
+
 static void *get_proc(const char *name)
 {
-    return strcmp(name, "tuning_table") == 0 ? (void *)tuning_table : NULL;
+    if (name && strcmp(name, "matmul") == 0) {
+        const char *(*f)(void *) = matmul_line;
+        return (void *)f;
+    }
+    return name && strcmp(name, "tuning_table") == 0 ? (void *)tuning_table : NULL;
 }
 
 static const sy_plugin_desc desc = {

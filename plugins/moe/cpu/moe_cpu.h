@@ -8,6 +8,7 @@
 #include "moe_tune.h"
 #include "switchyard/plugin.h"
 #include "sykern.h"
+#include "sykmatmul.h"
 
 #define SY_MOE_CPU_NAME "cpu"
 #define SY_MOE_CPU_MAX_EXPERTS 1024 /* routing scratch lives on the stack */
@@ -54,9 +55,9 @@ typedef struct moe_cpu {
     float *act;          /* [A, inter] gate, then silu(gate) * up */
     float *upb;          /* [A, inter] */
     float *ye;           /* [A, hidden] expert outputs */
-    /* `matmul = bf16` on a CPU with AVX512_BF16 (sykern.h), else NULL; then xe and act also as BF16: */
-    const syk_bf16dot *bdot;
-    const syk_amx *amx;  /* with bdot, `amx = auto` where the tiles run: AMX-BF16 on packed experts, else NULL */
+    /* The `matmul` key resolved at create (get_proc("matmul") returns its line): matmul.bdot where it is bf16
+     * (sykmatmul.h), and then xe and act also as BF16; matmul.amx where the tiles run on packed experts. */
+    syk_matmul matmul;
     uint16_t *xeb;       /* [A, hidden] */
     uint16_t *actb;      /* [A, inter] */
     /* `activations = nvfp4` (W4A4) on NVFP4 experts: the GEMMs' inputs quantised per row (symoe_fp4act.h). */

@@ -68,8 +68,8 @@ static void gather_rows(void *arg, int64_t b, int64_t e, int worker)
     for (int64_t a = b; a < e; a++) {
         const float *src = ps->x + (ps->t0 + m->assign_tok[a]) * ps->ldx;
         memcpy(m->xe + a * H, src, sizeof(float) * (size_t)H);
-        if (m->bdot)
-            m->bdot->to_bf16(m->xeb + a * H, src, H);
+        if (m->matmul.bdot)
+            m->matmul.bdot->to_bf16(m->xeb + a * H, src, H);
     }
 }
 
@@ -127,13 +127,13 @@ static syk_gemm expert_gemm(const pass *ps, int32_t e, int which, const sy_tenso
         .k = k,
         .wq = syk_wdtype_quant(w->dtype) ? w : NULL,
     };
-    if (m->bdot && w->dtype == SY_DTYPE_BF16) {
-        g.bdot = m->bdot;
+    if (m->matmul.bdot && w->dtype == SY_DTYPE_BF16) {
+        g.bdot = m->matmul.bdot;
         g.xb = xb + (int64_t)m->offsets[e] * k;
         g.ldxb = k;
-        if (m->amx && ps->L->packs) { /* which: 0 gate, 1 up, 2 down */
+        if (m->matmul.amx && ps->L->packs) { /* which: 0 gate, 1 up, 2 down */
             g.amx_w = ps->L->packs[(int64_t)which * ps->L->n_packs + e];
-            g.amx = m->amx;
+            g.amx = m->matmul.amx;
         }
     }
     return g;
@@ -162,8 +162,8 @@ static void gate_up_items(void *arg, int64_t b, int64_t e_, int worker)
                                       m->p.swiglu_alpha, m->p.swiglu_limit);
             else
                 syk_silu_mul_vexp(m->kern, g.out + r * F + c0, g.out + r * F + c0, u.out + r * F + c0, c1 - c0);
-            if (m->bdot) /* this item's columns of the down projection's input */
-                m->bdot->to_bf16(m->actb + ((int64_t)m->offsets[e] + r) * F + c0, g.out + r * F + c0, c1 - c0);
+            if (m->matmul.bdot) /* this item's columns of the down projection's input */
+                m->matmul.bdot->to_bf16(m->actb + ((int64_t)m->offsets[e] + r) * F + c0, g.out + r * F + c0, c1 - c0);
         }
     }
 }
@@ -227,7 +227,7 @@ static void plan_columns(pass *ps, int64_t cols)
     if (cpe > max_cpe)
         cpe = max_cpe;
     int64_t width = (cols + cpe - 1) / cpe;
-    const int64_t align = ps->m->amx ? SYK_AMX_PANEL : 4; /* AMX: whole panels, none computed twice */
+    const int64_t align = ps->m->matmul.amx ? SYK_AMX_PANEL : 4; /* AMX: whole panels, none computed twice */
     width = (width + align - 1) / align * align;
     ps->chunk_cols = width;
     ps->cpe = (cols + width - 1) / width;
