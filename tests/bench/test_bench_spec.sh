@@ -6,19 +6,11 @@
 # fewer, and both give plain greedy decoding's tokens); a draft whose
 # tokenizer differs is refused with both paths named.
 set -u
-: "${SY_BUILDDIR:?run through make check}"
-: "${SY_SHARED_DIR:?run through make check (SY_SHARED_DIR: the shared test models)}"
-[ -d "$SY_SHARED_DIR/models/tiny-llama" ] || { echo "FAIL: $SY_SHARED_DIR/models/tiny-llama is missing"; exit 1; }
-sy=$SY_BUILDDIR/switchyard
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
+need_model tiny-llama
 python=${PYTHON:-python3}
-ini=$SY_BUILDDIR/etc/switchyard-build.ini
+ini=$cfg
 small=$SY_BUILDDIR/models/small
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sy-bench-spec.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 
 # 1. --help names the formula's options.
 if "$sy" bench-spec --help >"$tmp/h.out" 2>&1 && grep -q -- "--acceptance" "$tmp/h.out" &&

@@ -5,15 +5,7 @@
 # model's install rules run (nothing rebuilds), into a scratch DESTDIR; the
 # build tree's binary and plugins run the config.
 set -u
-: "${SY_BUILDDIR:?run through make check}"
-: "${SY_SRCDIR:?run through make check}"
-sy=$SY_BUILDDIR/switchyard
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sy-install.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
 root=$tmp/root
 # The parent make's jobserver flags are not ours to use.
 submake() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL "${MAKE:-make}" -s -C "$SY_BUILDDIR" DESTDIR="$root" "$@"; }
