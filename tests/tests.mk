@@ -1,5 +1,7 @@
 # Test fragments, one per area. Tests that need ../shared read SY_SHARED_DIR
 # and fail (never skip) when it is missing.
+# tests/lib/serve.sh: starting and stopping `switchyard serve` for the tests of every area that talk HTTP.
+EXTRA_DIST += tests/lib/serve.sh
 include $(srcdir)/tests/tokenizer.mk
 include $(srcdir)/tests/model.mk
 include $(srcdir)/tests/plugin.mk

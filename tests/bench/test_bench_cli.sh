@@ -5,52 +5,10 @@
 # failures: a closed port and bad arguments; discovery against a server
 # that answers like llama-server.
 set -u
-: "${SY_BUILDDIR:?run through make check}"
-sy=$SY_BUILDDIR/switchyard
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
+. "$SY_SRCDIR/tests/lib/serve.sh"
 python=${PYTHON:-python3}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sy-bench.XXXXXX")
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; [ -n "$pid" ] && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
-
-health() { # 0 when GET /health answers 200
-    "$python" - "$1" <<'EOP'
-import sys, urllib.request
-try:
-    sys.exit(0 if urllib.request.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=2).status == 200 else 1)
-except Exception:
-    sys.exit(1)
-EOP
-}
-
-# Start the server on a port picked from $$, another one if it cannot bind.
-port=
-try=0
-while [ $try -lt 8 ] && [ -z "$port" ]; do
-    p=$((20000 + ($$ * 7 + try * 7919) % 40000))
-    try=$((try + 1))
-    "$sy" serve -q -c "$SY_BUILDDIR/etc/switchyard-build.ini" --model "$SY_BUILDDIR/models/small" \
-        --set "frontend:api.listen=127.0.0.1:$p" >"$tmp/serve.out" 2>"$tmp/serve.err" &
-    pid=$!
-    i=0
-    while [ $i -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
-        if health "$p"; then port=$p; break; fi
-        sleep 0.1
-        i=$((i + 1))
-    done
-    if [ -z "$port" ]; then
-        kill "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-        pid=
-    fi
-done
-if [ -z "$port" ]; then
-    echo "FAIL: switchyard serve did not come up: $(cat "$tmp/serve.err")"
-    exit 1
-fi
+serve_start serve -q -c "$cfg" --model "$SY_BUILDDIR/models/small"
 
 # check_run NAME FILE_PREFIX ROWS NPROMPTS OUTLEN: the table, JSON and PNG of a run
 check_run() {
@@ -158,9 +116,7 @@ if [ $rc -eq 1 ] && grep -Eq "^inf +2 +2 " "$tmp/f.out" && grep -q "2 requests f
     bad "failed requests: exit $rc: $(cat "$tmp/f.out" "$tmp/f.err")"; fi
 
 # 6. A closed port: non-zero, and says it cannot connect.
-kill "$pid" 2>/dev/null
-wait "$pid" 2>/dev/null
-pid=
+serve_stop serve
 if "$sy" bench --port "$port" --num-prompts 2 --no-progress >"$tmp/c.out" 2>"$tmp/c.err"; then
     bad "closed port: exit 0"
 elif grep -q "cannot connect to 127.0.0.1:$port" "$tmp/c.err"; then

@@ -6,56 +6,14 @@
 # over the level; a draft pool too small for every request only costs
 # drafts; a server without the counters adds neither.
 set -u
-: "${SY_BUILDDIR:?run through make check}"
-sy=$SY_BUILDDIR/switchyard
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
+. "$SY_SRCDIR/tests/lib/serve.sh"
 python=${PYTHON:-python3}
 small=$SY_BUILDDIR/models/small
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sy-bench-specm.XXXXXX")
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; [ -n "$pid" ] && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 
-health() {
-    "$python" - "$1" <<'EOP'
-import sys, urllib.request
-try:
-    sys.exit(0 if urllib.request.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=2).status == 200 else 1)
-except Exception:
-    sys.exit(1)
-EOP
-}
-
-# start_server EXTRA_SET...: sets $port and $pid, or exits
+# start_server EXTRA_SET...: serve_start on the build's small model; sets $port and $pid, or exits
 start_server() {
-    port=
-    try=0
-    while [ $try -lt 8 ] && [ -z "$port" ]; do
-        p=$((20000 + ($$ * 11 + try * 7919) % 40000))
-        try=$((try + 1))
-        "$sy" serve -q -c "$SY_BUILDDIR/etc/switchyard-build.ini" --model "$small" \
-            --set "frontend:api.listen=127.0.0.1:$p" "$@" >"$tmp/serve.out" 2>"$tmp/serve.err" &
-        pid=$!
-        i=0
-        while [ $i -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
-            if health "$p"; then port=$p; break; fi
-            sleep 0.1
-            i=$((i + 1))
-        done
-        if [ -z "$port" ]; then
-            kill "$pid" 2>/dev/null
-            wait "$pid" 2>/dev/null
-            pid=
-        fi
-    done
-    [ -n "$port" ] || { echo "FAIL: switchyard serve $* did not come up: $(cat "$tmp/serve.err")"; exit 1; }
-}
-stop_server() {
-    kill "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    pid=
+    serve_start serve -q -c "$cfg" --model "$small" "$@"
 }
 args="--num-prompts 8 --max-concurrency 1,4 --random-input-len 24 --random-output-len 24 --no-progress"
 
@@ -84,7 +42,7 @@ for l in lv:
 EOP
 then ok "JSON: levels[].speculative.draft, acceptance 1, 1 < mean accepted length <= k + 1"; else
     bad "JSON: $(cat "$tmp/s.check")"; fi
-stop_server
+serve_stop serve
 
 # 2. A draft pool of 4 blocks (128K at 32 KiB a block) for 4 concurrent requests of 3 blocks each: whoever the
 #    pool cannot hold decodes plainly; every request completes, what was drafted is still all accepted.
@@ -103,7 +61,7 @@ assert d["accepted_tokens"] == d["draft_tokens"], d
 EOP
 then ok "draft pool exhausted: every request completes, fewer drafts, all accepted: $(grep speculative "$tmp/x.out")"; else
     bad "draft pool exhausted: $(cat "$tmp/x.check" "$tmp/x.out" "$tmp/x.err" "$tmp/serve.err" | tail -30)"; fi
-stop_server
+serve_stop serve
 
 # 3. A server that does not speculate: no speculative line, no key.
 start_server
@@ -111,7 +69,7 @@ if "$sy" bench --port "$port" $args --output-json "$tmp/p.json" >"$tmp/p.out" 2>
     ! grep -q speculative "$tmp/p.out" &&
     "$python" -c 'import json,sys; sys.exit(any("speculative" in l for l in json.load(open(sys.argv[1]))["levels"]))' "$tmp/p.json"; then
     ok "plain server: no speculative figures"; else bad "plain server: $(cat "$tmp/p.out" "$tmp/p.err")"; fi
-stop_server
+serve_stop serve
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -7,54 +7,21 @@
 # same seed), so some drafts are accepted and some rejected, and /metrics
 # says so.
 set -u
-: "${SY_BUILDDIR:?run through make check}"
-sy=$SY_BUILDDIR/switchyard
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
+. "$SY_SRCDIR/tests/lib/serve.sh"
 python=${PYTHON:-python3}
 small=$SY_BUILDDIR/models/small
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sy-spec-draft.XXXXXX")
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; [ -n "$pid" ] && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 "$SY_BUILDDIR/sy-mkmodel" --preset small --layers 3 --out "$tmp/draft" >/dev/null 2>"$tmp/mk.err" &&
     cmp -s "$tmp/draft/tokenizer.json" "$small/tokenizer.json" ||
     { echo "FAIL: sy-mkmodel: a 3-layer small model with the build model's tokenizer: $(cat "$tmp/mk.err")"; exit 1; }
 
-health() {
-    "$python" - "$1" <<'EOP'
-import sys, urllib.request
-try:
-    sys.exit(0 if urllib.request.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=2).status == 200 else 1)
-except Exception:
-    sys.exit(1)
-EOP
-}
-
 # run NAME SET...: serve with the small pool and chunked prefill (plus SET), send the requests, keep the answers
 run() {
     name=$1
     shift
-    port=
-    try=0
-    while [ $try -lt 8 ] && [ -z "$port" ]; do
-        p=$((20000 + ($$ * 13 + try * 7919) % 40000))
-        try=$((try + 1))
-        "$sy" serve -q -c "$SY_BUILDDIR/etc/switchyard-build.ini" --model "$small" \
-            --set "frontend:api.listen=127.0.0.1:$p" --set model.max_seq_len=128 --set scheduler.kv_cache_size=512K \
-            --set scheduler.max_batch_tokens=32 "$@" >"$tmp/$name.serve.out" 2>"$tmp/$name.serve.err" &
-        pid=$!
-        i=0
-        while [ $i -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
-            if health "$p"; then port=$p; break; fi
-            sleep 0.1
-            i=$((i + 1))
-        done
-        if [ -z "$port" ]; then
-            kill "$pid" 2>/dev/null
-            wait "$pid" 2>/dev/null
-            pid=
-        fi
-    done
-    [ -n "$port" ] || { echo "FAIL: switchyard serve ($name) did not come up: $(cat "$tmp/$name.serve.err")"; exit 1; }
+    serve_start "$name" -q -c "$cfg" --model "$small" --set model.max_seq_len=128 --set scheduler.kv_cache_size=512K \
+        --set scheduler.max_batch_tokens=32 "$@"
     "$python" - "$port" "$tmp/$name.json" <<'EOP'
 import json, random, sys, threading, urllib.request
 port, out = sys.argv[1], sys.argv[2]
@@ -76,10 +43,8 @@ m = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=10).rea
 json.dump({"texts": res, "metrics": m}, open(out, "w"))
 EOP
     rc=$?
-    kill "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    pid=
-    [ $rc -eq 0 ] || { echo "FAIL: requests to the $name server: $(tail -20 "$tmp/$name.serve.err")"; exit 1; }
+    [ $rc -eq 0 ] || { echo "FAIL: requests to the $name server: $(tail -20 "$tmp/$name.err")"; exit 1; }
+    serve_stop "$name"
 }
 
 run plain
@@ -103,5 +68,6 @@ assert 0 < acc < drafts, "want both accepted and rejected drafts"
 assert pre > 0, "no preemption: the pool is not small enough to test it"
 EOP
 rc=$?
-[ $rc -eq 0 ] && echo "PASS: greedy output with a draft model equals plain greedy" || echo "FAIL: greedy identity"
-exit $rc
+if [ $rc -eq 0 ]; then ok "greedy output with a draft model equals plain greedy"; else bad "greedy identity"; fi
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

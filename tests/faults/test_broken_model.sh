@@ -58,7 +58,7 @@ start_server intact --model "$tmp/sharded"
 out=$(curl -s "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
     -d '{"prompt": "Hi", "max_tokens": 4}')
 case $out in *'"finish_reason"'*) ok "the intact two-shard split serves" ;; *) bad "the intact split: $out" ;; esac
-stop_server intact
+serve_stop intact
 
 cp -r "$tmp/sharded" "$tmp/missing"
 rm "$tmp/missing/model-00002-of-00002.safetensors"

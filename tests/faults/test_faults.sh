@@ -14,6 +14,7 @@
 #   SIGTERM with requests in flight (drain, and abort at drain_timeout).
 set -u
 . "${SY_SRCDIR:?run through make check}/tests/faults/lib.sh"
+need_tool h2load
 client="python3 $SY_SRCDIR/tests/faults/faultclient.py"
 json='content-type: application/json'
 
@@ -43,7 +44,7 @@ case $body in
 esac
 out=$(curl -s "http://127.0.0.1:$port/v1/completions" -H "$json" -d '{"prompt": "Hi", "max_tokens": 4}')
 case $out in *'"finish_reason"'*) ok "still serving after the client faults" ;; *) bad "no answer after the faults: $out" ;; esac
-stop_server clients
+serve_stop clients
 
 # ---------------------------------------------------------------- KV exhaustion
 # 32 blocks of 16 tokens; each request needs 13 of them, 24 run at once.
@@ -61,7 +62,7 @@ out=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$port/v1/completions" -H "$js
 case $out in *'"param":"max_tokens"'*' 400') ok "KV exhaustion: max_tokens over max_seq_len: 400 naming \"max_tokens\"" ;;
 *) bad "max_tokens over max_seq_len: $out" ;; esac
 wait_drained "after KV exhaustion"
-stop_server kv
+serve_stop kv
 
 # ---------------------------------------------------------------- failing plugins
 export SYFAULT_PROBE=1
@@ -96,7 +97,7 @@ case $out in *'data: [DONE]'*) ok "the server keeps serving after the failed ste
 failed=$(curl -s "http://127.0.0.1:$port/metrics" | sed -n 's/^switchyard_requests_total{.*outcome="failed"} //p')
 [ "$failed" = 1 ] && ok "switchyard_requests_total{outcome=failed} counts it" || bad "failed requests: $failed"
 wait_drained "after the failed step"
-stop_server midrun
+serve_stop midrun
 unset SYFAULT_PROBE
 
 # ---------------------------------------------------------------- SIGTERM under load
@@ -106,7 +107,7 @@ timeout 60 h2load -n 20000 -c 32 -m 2 -d "$tmp/short.json" -H "$json" "http://12
     >"$tmp/drain.h2load" 2>&1 &
 load=$!
 sleep 2
-stop_server drain 25
+serve_stop drain 25
 i=0
 while kill -0 $load 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 if kill -0 $load 2>/dev/null; then
@@ -133,7 +134,7 @@ for k in 1 2 3 4; do
     curl -sN "http://127.0.0.1:$port/v1/completions" -H "$json" -d @"$tmp/long.json" >"$tmp/abort.$k" 2>&1 &
 done
 sleep 1
-stop_server abort 15
+serve_stop abort 15
 wait
 grep -q "drain timeout after 0.3 s: aborting" "$tmp/abort.err" && ok "drain_timeout: the log says what was aborted" ||
     bad "drain_timeout: no abort line in the log: $(tail -2 "$tmp/abort.err")"

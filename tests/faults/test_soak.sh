@@ -8,6 +8,7 @@
 # of a few hundred bytes per request would exceed that.
 set -u
 . "${SY_SRCDIR:?run through make check-soak}/tests/faults/lib.sh"
+need_tool h2load
 n=${SY_SOAK_REQUESTS:-50000}
 rss_bound=${SY_SOAK_RSS_MIB:-32}
 json='content-type: application/json'
@@ -48,5 +49,5 @@ if [ $grow -le $((rss_bound * 1024)) ]; then ok "RSS flat: grew $grow KiB (bound
 wait_drained "after the soak"
 failed=$(curl -s "http://127.0.0.1:$port/metrics" | sed -n 's/^switchyard_requests_total{.*outcome="failed"} //p')
 [ "$failed" = 0 ] && ok "no request failed in the engine" || bad "switchyard_requests_total{outcome=failed} = $failed"
-stop_server soak 30
+serve_stop soak 30
 finish

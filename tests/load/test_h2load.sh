@@ -4,40 +4,12 @@
 # over HTTP/1.1, then curl; every request must succeed with a 2xx, and the
 # metrics must show every KV block back in the pool afterwards.
 set -u
-: "${SY_BUILDDIR:?run through make check}"
-sy=$SY_BUILDDIR/switchyard
 for tool in h2load curl; do
     command -v "$tool" >/dev/null || { echo "FAIL: $tool not found (tools/install-deps.sh installs nghttp2-client and curl)"; exit 1; }
 done
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sy-load.XXXXXX")
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; [ -n "$pid" ] && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
-
-port=
-try=0
-while [ $try -lt 8 ] && [ -z "$port" ]; do
-    p=$((20000 + ($$ * 13 + try * 7919) % 40000))
-    try=$((try + 1))
-    "$sy" serve -q -c "$SY_BUILDDIR/etc/switchyard-build.ini" --model "$SY_BUILDDIR/models/small" \
-        --set "frontend:api.listen=127.0.0.1:$p" >"$tmp/serve.out" 2>"$tmp/serve.err" &
-    pid=$!
-    i=0
-    while [ $i -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
-        if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$p/health")" = 200 ]; then port=$p; break; fi
-        sleep 0.1
-        i=$((i + 1))
-    done
-    if [ -z "$port" ]; then
-        kill "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-        pid=
-    fi
-done
-[ -n "$port" ] || { echo "FAIL: switchyard serve did not come up: $(cat "$tmp/serve.err")"; exit 1; }
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
+. "$SY_SRCDIR/tests/lib/serve.sh"
+serve_start serve -q -c "$cfg" --model "$SY_BUILDDIR/models/small"
 
 printf '{"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0, "ignore_eos": true}' >"$tmp/body.json"
 url=http://127.0.0.1:$port/v1/completions
@@ -71,11 +43,7 @@ used=$(echo "$metrics" | sed -n 's/^switchyard_kv_blocks_used{[^}]*} //p')
 if [ "$running" = 0 ] && [ "$used" = 0 ]; then ok "no request running and no KV block held afterwards"; else
     bad "after the load: running=$running kv_blocks_used=$used"; fi
 
-kill -TERM "$pid"
-wait "$pid"
-rc=$?
-pid=
-if [ $rc -eq 0 ]; then ok "SIGTERM after the load: exit 0"; else bad "SIGTERM: exit $rc: $(tail -3 "$tmp/serve.err")"; fi
+serve_stop serve
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

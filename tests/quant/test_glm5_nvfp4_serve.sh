@@ -9,39 +9,14 @@ set -u
 : "${SY_BUILDDIR:?run through make check}"
 command -v curl >/dev/null || { echo "FAIL: curl not found (tools/install-deps.sh installs it)"; exit 1; }
 PY=${PYTHON_NUMPY:-/usr/bin/python3}
-sy=$SY_BUILDDIR/switchyard
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sy-glm5.XXXXXX")
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; [ -n "$pid" ] && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok   $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL $1"; }
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
+. "$SY_SRCDIR/tests/lib/serve.sh"
 
 "$SY_BUILDDIR/sy-mkmodel" --preset tiny-glm5-nvfp4 --quiet --out "$tmp/glm5" || { echo "FAIL: sy-mkmodel"; exit 1; }
 grep -q '"quant_algo": "NVFP4"' "$tmp/glm5/hf_quant_config.json" && grep -q '"glm_moe_dsa"' "$tmp/glm5/config.json" ||
     bad "the checkpoint is not a glm_moe_dsa NVFP4 one"
 
-port=
-try=0
-while [ $try -lt 8 ] && [ -z "$port" ]; do
-    p=$((20000 + ($$ * 17 + try * 7919) % 40000))
-    try=$((try + 1))
-    "$sy" serve -c "$SY_BUILDDIR/etc/switchyard-build.ini" --model "$tmp/glm5" \
-        --set "frontend:api.listen=127.0.0.1:$p" >"$tmp/serve.out" 2>"$tmp/serve.err" &
-    pid=$!
-    i=0
-    while [ $i -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
-        if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$p/health")" = 200 ]; then port=$p; break; fi
-        sleep 0.1
-        i=$((i + 1))
-    done
-    if [ -z "$port" ]; then
-        kill "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-        pid=
-    fi
-done
-[ -n "$port" ] || { echo "FAIL: switchyard serve did not come up: $(cat "$tmp/serve.err")"; exit 1; }
+serve_start serve -c "$cfg" --model "$tmp/glm5"
 grep -q "GlmMoeDsaForCausalLM.*quantised nvfp4" "$tmp/serve.err" && ok "served as GlmMoeDsaForCausalLM, NVFP4" ||
     bad "load line: $(grep -i loaded "$tmp/serve.err")"
 
@@ -64,9 +39,6 @@ want = plain["choices"][0]["message"]["content"]
 assert text == want, f"streamed {text!r} != unstreamed {want!r}"
 print(f"  {len(chunks)} chunks, finish_reason {finish[-1]}, text {text!r}")
 PYEOF
-kill -TERM "$pid" 2>/dev/null
-wait "$pid"
-rc=$?
-pid=
-[ $rc -eq 0 ] && ok "SIGTERM: exit 0" || bad "serve exited $rc: $(tail -5 "$tmp/serve.err")"
-[ $fails -eq 0 ]
+serve_stop serve
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

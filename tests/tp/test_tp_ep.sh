@@ -12,10 +12,9 @@
 # answers what TP=1 answers; what cannot work is refused with the reason.
 set -u
 . "$SY_SRCDIR/tests/tp/tp_lib.sh"
+. "$SY_SRCDIR/tests/lib/serve.sh"
 : "${SY_TEST_PLUGIN_DIR:?run through make check}"
 command -v curl >/dev/null || { echo "FAIL: curl not found (tools/install-deps.sh installs it)"; exit 1; }
-pid=
-trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 ep='model.moe_parallel=expert'
 # One worker thread per rank: the ranks share the machine's cores.
 gen() { "$sy" generate -q -c "$cfg" --set device.threads=1 --ignore-eos --print-ids "$@"; }
@@ -159,49 +158,22 @@ expect_err "a misspelt value" '"moe_parallel" expects one of tensor, expert, fou
     --model "$models/tiny-mixtral" --tp 2 --set model.moe_parallel=experts
 
 # serve --tp 2 with expert parallel: the completion TP=1 serves.
-start() { # name, arguments...: serve on a free port; sets pid and port
-    name=$1
+start() { # NAME ARGS...: serve_start on tiny-mixtral with one thread; sets pid and port
+    _name=$1
     shift
-    port=
-    try=0
-    while [ $try -lt 8 ] && [ -z "$port" ]; do
-        p=$((20000 + ($$ * 13 + try * 7919 + 101) % 40000))
-        try=$((try + 1))
-        "$sy" serve -q -c "$cfg" --set "frontend:api.listen=127.0.0.1:$p" --set device.threads=1 \
-            --model "$models/tiny-mixtral" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-        pid=$!
-        i=0
-        while [ $i -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
-            if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$p/health")" = 200 ]; then port=$p; break; fi
-            sleep 0.1
-            i=$((i + 1))
-        done
-        if [ -z "$port" ]; then
-            kill "$pid" 2>/dev/null
-            wait "$pid" 2>/dev/null
-            pid=
-        fi
-    done
-    [ -n "$port" ] || { echo "FAIL: switchyard serve $* did not come up: $(cat "$tmp/$name.err")"; exit 1; }
+    serve_start "$_name" -q -c "$cfg" --set device.threads=1 --model "$models/tiny-mixtral" "$@"
 }
 complete() {
     curl -s "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
         -d '{"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0, "ignore_eos": true}' |
         "$py" -c 'import json, sys; print(json.load(sys.stdin)["choices"][0]["text"])' 2>/dev/null
 }
-stop() {
-    kill -TERM "$pid" 2>/dev/null
-    wait "$pid"
-    rc=$?
-    pid=
-    return $rc
-}
 start tp1
 one=$(complete)
-stop || bad "TP=1 serve: SIGTERM exit $?"
+serve_stop tp1
 start ep2 --tp 2 --set "$ep"
 two=$(complete)
 if [ -n "$two" ] && [ "$two" = "$one" ]; then ok "serve --tp 2 expert parallel: completion = TP=1's"; else
     bad "serve completion: tp1 [$one] ep2 [$two] ($(cat "$tmp/ep2.err"))"; fi
-if stop; then ok "serve --tp 2 expert parallel: SIGTERM exits 0"; else bad "ep2 SIGTERM: exit $rc: $(cat "$tmp/ep2.err")"; fi
+serve_stop ep2
 finish

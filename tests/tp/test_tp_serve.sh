@@ -7,47 +7,18 @@
 # follower exit.
 set -u
 . "$SY_SRCDIR/tests/tp/tp_lib.sh"
+. "$SY_SRCDIR/tests/lib/serve.sh"
 command -v curl >/dev/null || { echo "FAIL: curl not found (tools/install-deps.sh installs it)"; exit 1; }
-pid=
-trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 
-# start NAME ARGS...: serve on a free port; sets pid and port.
-start() {
-    name=$1
+start() { # NAME ARGS...: serve_start on stories260k with one thread; sets pid and port
+    _name=$1
     shift
-    port=
-    try=0
-    while [ $try -lt 8 ] && [ -z "$port" ]; do
-        p=$((20000 + ($$ * 17 + try * 7919) % 40000))
-        try=$((try + 1))
-        "$sy" serve -q -c "$cfg" --set "frontend:api.listen=127.0.0.1:$p" --set device.threads=1 \
-            --model "$models/stories260k" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-        pid=$!
-        i=0
-        while [ $i -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
-            if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$p/health")" = 200 ]; then port=$p; break; fi
-            sleep 0.1
-            i=$((i + 1))
-        done
-        if [ -z "$port" ]; then
-            kill "$pid" 2>/dev/null
-            wait "$pid" 2>/dev/null
-            pid=
-        fi
-    done
-    [ -n "$port" ] || { echo "FAIL: switchyard serve $* did not come up: $(cat "$tmp/$name.err")"; exit 1; }
+    serve_start "$_name" -q -c "$cfg" --set device.threads=1 --model "$models/stories260k" "$@"
 }
 complete() {
     curl -s "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
         -d '{"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0, "ignore_eos": true}' |
         "$py" -c 'import json, sys; print(json.load(sys.stdin)["choices"][0]["text"])' 2>/dev/null
-}
-stop() {
-    kill -TERM "$pid" 2>/dev/null
-    wait "$pid"
-    rc=$?
-    pid=
-    return $rc
 }
 # gone PID: the process is gone or a zombie within 10 s.
 gone() {
@@ -63,7 +34,7 @@ gone() {
 
 start tp1
 one=$(complete)
-stop || bad "TP=1 serve: SIGTERM exit $?"
+serve_stop tp1
 
 start tp2 --tp 2 --dist-timeout 2
 two=$(complete)
@@ -73,7 +44,7 @@ sleep 3 # idle past --dist-timeout 2: rank 0 sends heartbeats
 again=$(complete)
 if [ "$again" = "$one" ]; then ok "served again after idling past --dist-timeout"; else
     bad "after idling: [$again] ($(cat "$tmp/tp2.err"))"; fi
-if stop; then ok "--tp 2: SIGTERM drains and exits 0, followers included"; else bad "--tp 2 SIGTERM: exit $rc: $(cat "$tmp/tp2.err")"; fi
+serve_stop tp2 # exit 0 only when the followers drained and exited too
 
 # A follower dies: rank 0 notices (at the next heartbeat or step), fails and exits 1 naming it.
 start kill1 --tp 2 --dist-timeout 2
