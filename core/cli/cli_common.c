@@ -123,6 +123,30 @@ int sy_cli_dist_arg(sy_dist_opts *o, int argc, char **argv, int *i)
     return 0;
 }
 
+/* What follows the file: the environment's overrides, then --model, then --set, so the command line has the last
+ * word. Errors are printed after who. */
+static int apply_cli_overrides(const sy_cli_common *o, const char *who, sy_config *c)
+{
+    sy_err err = {{0}};
+    if (sy_config_apply_env(c, &err)) {
+        fprintf(stderr, "%s: %s\n", who, err.msg);
+        return -1;
+    }
+    if (o->model) {
+        char buf[4200];
+        snprintf(buf, sizeof buf, "model.path=%s", o->model);
+        if (sy_config_set(c, buf, &err)) {
+            fprintf(stderr, "%s: --model: %s\n", who, err.msg);
+            return -1;
+        }
+    }
+    if (sy_config_set_all(c, o->sets, (size_t)o->n_sets, &err)) {
+        fprintf(stderr, "%s: %s\n", who, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 int sy_cli_load_config(sy_cli_common *o, sy_config **out)
 {
     sy_err err = {{0}};
@@ -134,27 +158,25 @@ int sy_cli_load_config(sy_cli_common *o, sy_config **out)
             fprintf(stderr, "switchyard: (no -c given, so the default config was tried; pass -c FILE)\n");
         return -1;
     }
-    /* The environment's overrides sit between the file and the command line. */
-    if (sy_config_apply_env(c, &err)) {
-        fprintf(stderr, "switchyard: %s\n", err.msg);
+    if (apply_cli_overrides(o, "switchyard", c)) {
         sy_config_free(c);
         return -1;
     }
-    if (o->model) {
-        char buf[4200];
-        snprintf(buf, sizeof buf, "model.path=%s", o->model);
-        if (sy_config_set(c, buf, &err)) {
-            fprintf(stderr, "switchyard: --model: %s\n", err.msg);
-            sy_config_free(c);
-            return -1;
-        }
+    *out = c;
+    return 0;
+}
+
+int sy_cli_config_without_file(const sy_cli_common *o, const char *who, sy_config **out)
+{
+    sy_config *c = sy_config_new();
+    if (!c) {
+        fprintf(stderr, "%s: out of memory\n", who);
+        return -1;
     }
-    for (int i = 0; i < o->n_sets; i++)
-        if (sy_config_set(c, o->sets[i], &err)) {
-            fprintf(stderr, "switchyard: --set %s: %s\n", o->sets[i], err.msg);
-            sy_config_free(c);
-            return -1;
-        }
+    if (apply_cli_overrides(o, who, c)) {
+        sy_config_free(c);
+        return -1;
+    }
     *out = c;
     return 0;
 }

@@ -23,6 +23,9 @@ typedef struct sy_cli_common {
 int sy_cli_common_arg(sy_cli_common *o, int argc, char **argv, int *i);
 /* Loads the config file and applies --model and --set; errors are printed. */
 int sy_cli_load_config(sy_cli_common *o, sy_config **out);
+/* For a command that needs no file: an empty config with SWITCHYARD_SET, --model and --set applied; errors are
+ * printed after who ("switchyard doctor"). */
+int sy_cli_config_without_file(const sy_cli_common *o, const char *who, sy_config **out);
 /* Value of argv[*i + 1] for option argv[*i], or NULL (and a message). */
 const char *sy_cli_value(int argc, char **argv, int *i);
 /* Parses numbers strictly; prints "option --x expects ..., found ..." and returns -1. */

@@ -146,25 +146,7 @@ static int load_config(bench_opts *o, sy_config **cfg)
 {
     if (o->common.config_path)
         return sy_cli_load_config(&o->common, cfg);
-    sy_err err = {{0}};
-    if (!(*cfg = sy_config_new())) {
-        fprintf(stderr, "switchyard bench-comm: out of memory\n");
-        return -1;
-    }
-    if (sy_config_apply_env(*cfg, &err)) {
-        fprintf(stderr, "switchyard bench-comm: %s\n", err.msg);
-        sy_config_free(*cfg);
-        *cfg = NULL;
-        return -1;
-    }
-    for (int i = 0; i < o->common.n_sets; i++)
-        if (sy_config_set(*cfg, o->common.sets[i], &err)) {
-            fprintf(stderr, "switchyard bench-comm: --set %s: %s\n", o->common.sets[i], err.msg);
-            sy_config_free(*cfg);
-            *cfg = NULL;
-            return -1;
-        }
-    return 0;
+    return sy_cli_config_without_file(&o->common, "switchyard bench-comm", cfg);
 }
 
 /* The comm instance of one rank (and the device instance under it), with what it needs to be torn down. */

@@ -561,23 +561,8 @@ int sy_cmd_doctor(int argc, char **argv)
     if (o.config_path) {
         if (sy_cli_load_config(&o, &cfg))
             return DOCTOR_PLUGIN_MISSING;
-    } else {
-        sy_err err = {{0}};
-        if (!(cfg = sy_config_new())) {
-            fprintf(stderr, "switchyard doctor: out of memory\n");
-            return DOCTOR_PLUGIN_MISSING;
-        }
-        if (sy_config_apply_env(cfg, &err)) {
-            fprintf(stderr, "switchyard doctor: %s\n", err.msg);
-            sy_config_free(cfg);
-            return DOCTOR_USAGE;
-        }
-        for (int i = 0; i < o.n_sets; i++)
-            if (sy_config_set(cfg, o.sets[i], &err)) {
-                fprintf(stderr, "switchyard doctor: --set %s: %s\n", o.sets[i], err.msg);
-                sy_config_free(cfg);
-                return DOCTOR_USAGE;
-            }
+    } else if (sy_cli_config_without_file(&o, "switchyard doctor", &cfg)) {
+        return DOCTOR_USAGE;
     }
     gpu_info gpus[MAX_GPUS];
     const int n_gpus = report_gpus(gpus, MAX_GPUS);

@@ -72,25 +72,7 @@ static int load_config(sy_cli_common *o, sy_config **cfg, const char **name)
     }
     /* No file: the listing needs none, but --set still applies. */
     *name = NULL;
-    sy_err err = {{0}};
-    if (!(*cfg = sy_config_new())) {
-        fprintf(stderr, "switchyard plugins: out of memory\n");
-        return -1;
-    }
-    if (sy_config_apply_env(*cfg, &err)) {
-        fprintf(stderr, "switchyard plugins: %s\n", err.msg);
-        sy_config_free(*cfg);
-        *cfg = NULL;
-        return -1;
-    }
-    for (int i = 0; i < o->n_sets; i++)
-        if (sy_config_set(*cfg, o->sets[i], &err)) {
-            fprintf(stderr, "switchyard: --set %s: %s\n", o->sets[i], err.msg);
-            sy_config_free(*cfg);
-            *cfg = NULL;
-            return -1;
-        }
-    return 0;
+    return sy_cli_config_without_file(o, "switchyard plugins", cfg);
 }
 
 static const char *or_dash(const char *s)

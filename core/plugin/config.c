@@ -635,6 +635,23 @@ int sy_config_set(sy_config *c, const char *a, sy_err *err)
     return set_from(c, a, "--set", err);
 }
 
+int sy_config_set_all(sy_config *c, const char *const *sets, size_t n, sy_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        sy_err why = {{0}};
+        int rc = sy_config_set(c, sets[i], &why);
+        if (rc)
+            return sy_err_set(err, rc, "--set %s: %s", sets[i], why.msg);
+    }
+    return SY_OK;
+}
+
+int sy_config_apply_overrides(sy_config *c, const char *const *sets, size_t n, sy_err *err)
+{
+    int rc = sy_config_apply_env(c, err);
+    return rc ? rc : sy_config_set_all(c, sets, n, err);
+}
+
 int sy_config_entry_from_env(const sy_config_entry *e)
 {
     return e && e->line == 0 && e->file && strcmp(e->file, SY_CONFIG_ENV) == 0;

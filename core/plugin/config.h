@@ -50,6 +50,11 @@ int sy_config_set(sy_config *c, const char *assignment, sy_err *err);
 #define SY_CONFIG_ENV "SWITCHYARD_SET"
 /* Applies SY_CONFIG_ENV's assignments to c (none when it is unset or empty); errors name the variable. */
 int sy_config_apply_env(sy_config *c, sy_err *err);
+/* sy_config_set of sets[0..n) in order ("section.key=value", as --set takes them), so the last word wins; stops at
+ * the first bad one with an error that names it ("--set ENTRY: why"). */
+int sy_config_set_all(sy_config *c, const char *const *sets, size_t n, sy_err *err);
+/* What a program does after its config file: SY_CONFIG_ENV's assignments, then sy_config_set_all(sets). */
+int sy_config_apply_overrides(sy_config *c, const char *const *sets, size_t n, sy_err *err);
 /* True if e came from SY_CONFIG_ENV. */
 int sy_config_entry_from_env(const sy_config_entry *e);
 

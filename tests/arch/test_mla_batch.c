@@ -70,20 +70,11 @@ int main(int argc, char **argv)
     sy_err err = {{0}};
     sy_config *cfg = sy_config_new();
     char buf[4200];
-    const char *sets[] = {"device.plugin=cpu", "moe.plugin=cpu", "comm.plugin=local", "scheduler.max_batch_tokens=64",
-                          "scheduler.kv_block_size=4", "model.max_seq_len=64"};
-    /* make check pins matmul = f32 through SWITCHYARD_SET (Makefile.am), as the CLI applies it */
-    if (sy_config_apply_env(cfg, &err)) {
-        fprintf(stderr, "FAIL: config: %s\n", err.msg);
-        return 1;
-    }
-    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
-        if (sy_config_set(cfg, sets[i], &err)) {
-            fprintf(stderr, "FAIL: config %s: %s\n", sets[i], err.msg);
-            return 1;
-        }
     snprintf(buf, sizeof buf, "model.path=%s", argv[1]);
-    if (sy_config_set(cfg, buf, &err)) {
+    const char *sets[] = {"device.plugin=cpu",         "moe.plugin=cpu",       "comm.plugin=local",
+                          "scheduler.max_batch_tokens=64", "scheduler.kv_block_size=4", "model.max_seq_len=64", buf};
+    /* make check pins matmul = f32 through SWITCHYARD_SET (Makefile.am), as the CLI applies it */
+    if (sy_config_apply_overrides(cfg, sets, sizeof sets / sizeof sets[0], &err)) {
         fprintf(stderr, "FAIL: config: %s\n", err.msg);
         return 1;
     }

@@ -57,21 +57,15 @@ static int on_token(void *arg, int32_t tok, const float *logits)
 
 static int run_model(const char *shared, const char *plugin_dir, const char *name, json_t *cases, const char *attn)
 {
-    char buf[4608];
+    char model_set[4608], attn_set[300];
     sy_err err = {{0}};
     sy_config *cfg = sy_config_new();
-    const char *sets[] = {"device.plugin=cpu", "moe.plugin=cpu", "comm.plugin=local", "scheduler.max_batch_tokens=64"};
+    snprintf(model_set, sizeof model_set, "model.path=%s/models/%s", shared, name);
+    snprintf(attn_set, sizeof attn_set, "attention.plugin=%s", attn);
+    const char *sets[] = {"device.plugin=cpu", "moe.plugin=cpu", "comm.plugin=local", "scheduler.max_batch_tokens=64",
+                          model_set, attn_set};
     /* make check pins matmul = f32 through SWITCHYARD_SET (Makefile.am), as the CLI applies it */
-    if (sy_config_apply_env(cfg, &err))
-        goto cfg_fail;
-    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
-        if (sy_config_set(cfg, sets[i], &err))
-            goto cfg_fail;
-    snprintf(buf, sizeof buf, "model.path=%s/models/%s", shared, name);
-    if (sy_config_set(cfg, buf, &err))
-        goto cfg_fail;
-    snprintf(buf, sizeof buf, "attention.plugin=%s", attn);
-    if (sy_config_set(cfg, buf, &err))
+    if (sy_config_apply_overrides(cfg, sets, sizeof sets / sizeof sets[0], &err))
         goto cfg_fail;
     sy_engine *e = NULL;
     sy_engine_opts eo = {.plugin_dirs = plugin_dir, .progress = false};

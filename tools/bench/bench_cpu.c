@@ -290,8 +290,13 @@ int main(int argc, char **argv)
             attn = v;
         else if (strcmp(a, "--repeat") == 0)
             repeat = atoi(v);
-        else if (strcmp(a, "--set") == 0 && n_sets < (int)(sizeof sets / sizeof sets[0]))
+        else if (strcmp(a, "--set") == 0) {
+            if (n_sets == (int)(sizeof sets / sizeof sets[0])) {
+                fprintf(stderr, "sy-bench-cpu: at most %d --set options, found another: --set %s\n", n_sets, v);
+                return 2;
+            }
             sets[n_sets++] = v;
+        }
         else {
             usage();
             return strcmp(a, "-h") && strcmp(a, "--help") ? 2 : 0;
@@ -308,28 +313,24 @@ int main(int argc, char **argv)
 
     sy_err err = {{0}};
     sy_config *cfg = sy_config_new();
-    char buf[4300];
-    const char *fixed[] = {"device.plugin=cpu", "comm.plugin=local", "moe.plugin=cpu", "scheduler.max_batch_tokens=512",
-                           "scheduler.max_running=1", "scheduler.kv_cache_size=1G"};
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        sy_config_set(cfg, fixed[i], &err);
-    snprintf(buf, sizeof buf, "model.path=%s", model);
-    sy_config_set(cfg, buf, &err);
-    snprintf(buf, sizeof buf, "attention.plugin=%s", attn);
-    sy_config_set(cfg, buf, &err);
-    snprintf(buf, sizeof buf, "device.threads=%d", threads);
-    sy_config_set(cfg, buf, &err);
-    if (sy_config_apply_env(cfg, &err)) {
+    if (!cfg) {
+        fprintf(stderr, "sy-bench-cpu: out of memory\n");
+        return 1;
+    }
+    char model_set[4300], attn_set[300], threads_set[64];
+    snprintf(model_set, sizeof model_set, "model.path=%s", model);
+    snprintf(attn_set, sizeof attn_set, "attention.plugin=%s", attn);
+    snprintf(threads_set, sizeof threads_set, "device.threads=%d", threads);
+    const char *fixed[] = {"device.plugin=cpu",        "comm.plugin=local",        "moe.plugin=cpu",
+                           "scheduler.max_batch_tokens=512", "scheduler.max_running=1", "scheduler.kv_cache_size=1G",
+                           model_set,                  attn_set,                   threads_set};
+    /* The bench's own settings first, then SWITCHYARD_SET and --set over them. */
+    if (sy_config_set_all(cfg, fixed, sizeof fixed / sizeof fixed[0], &err) ||
+        sy_config_apply_overrides(cfg, sets, (size_t)n_sets, &err)) {
         fprintf(stderr, "sy-bench-cpu: %s\n", err.msg);
         sy_config_free(cfg);
         return 2;
     }
-    for (int i = 0; i < n_sets; i++)
-        if (sy_config_set(cfg, sets[i], &err)) {
-            fprintf(stderr, "sy-bench-cpu: --set %s: %s\n", sets[i], err.msg);
-            sy_config_free(cfg);
-            return 2;
-        }
     sy_engine *e = NULL;
     sy_engine_opts eo = {.plugin_dirs = plugin_dir, .progress = true};
     if (sy_engine_open(cfg, &eo, &e, &err)) {
