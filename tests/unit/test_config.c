@@ -547,6 +547,32 @@ static void test_env(void)
     sy_config_free(c);
 }
 
+/* sy_config_apply_overrides: the environment first, then the list in order (the last word wins); the first bad
+ * entry stops it, named with its reason. */
+static void test_overrides(void)
+{
+    sy_err err = {{0}};
+    sy_config *c = sy_config_new();
+    setenv(SY_CONFIG_ENV, "device.matmul=f32 device.threads=2", 1);
+    const char *sets[] = {"device.threads=3", "scheduler.max_running=8", "scheduler.max_running=9"};
+    CHECK(sy_config_apply_overrides(c, sets, 3, &err) == SY_OK);
+    CHECK(strcmp(sy_config_get(c, "device", "matmul"), "f32") == 0);
+    CHECK(strcmp(sy_config_get(c, "device", "threads"), "3") == 0);
+    CHECK(strcmp(sy_config_get(c, "scheduler", "max_running"), "9") == 0);
+    const char *bad[] = {"scheduler.max_running=4", "devce.threads=1", "scheduler.max_running=5"};
+    CHECK(sy_config_apply_overrides(c, bad, 3, &err) == SY_ERR_INVALID);
+    HAS(err.msg, "--set devce.threads=1: ", "unknown section [devce] (did you mean [device]?)");
+    CHECK(strcmp(sy_config_get(c, "scheduler", "max_running"), "4") == 0); /* stopped at the bad one */
+    setenv(SY_CONFIG_ENV, "nodot", 1);
+    const char *after[] = {"scheduler.max_running=11"};
+    CHECK(sy_config_apply_overrides(c, after, 1, &err) == SY_ERR_INVALID);
+    HAS(err.msg, "SWITCHYARD_SET entry 1, \"nodot\"");
+    CHECK(strcmp(sy_config_get(c, "scheduler", "max_running"), "4") == 0); /* a bad variable applies nothing after */
+    unsetenv(SY_CONFIG_ENV);
+    CHECK(sy_config_set_all(c, sets, 1, &err) == SY_OK && strcmp(sy_config_get(c, "device", "threads"), "3") == 0);
+    sy_config_free(c);
+}
+
 int main(void)
 {
     test_parse();
@@ -556,5 +582,6 @@ int main(void)
     test_bind();
     test_key_check_and_size();
     test_env();
+    test_overrides();
     return sy_test_done("test_config");
 }
