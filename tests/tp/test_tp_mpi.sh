@@ -2,7 +2,8 @@
 # Tensor parallelism with ranks started by mpirun (comm mpi): `mpirun -n 2
 # switchyard generate` gives the greedy tokens of one process for a dense
 # and a MoE checkpoint, only rank 0 prints, and a comm plugin other than mpi
-# under mpirun is refused with the reason. Skipped (77) only when configure
+# under mpirun is refused with the reason; MTP speculation under mpirun gives
+# the same tokens and drafts as one process. Skipped (77) only when configure
 # did not build the mpi plugin. See tests/comm/test_comm_mpi.sh for the
 # Open MPI settings containers and root need.
 set -u
@@ -38,6 +39,37 @@ for m in tiny-llama tiny-mixtral; do
         bad "$m under mpirun: exit $rc, got [$got] want [$want], $n_out outputs ($(cat "$tmp/err"))"
     fi
 done
+
+# Speculative decoding under mpirun: [speculative] method = mtp on the DeepSeek-V3 preset, the MTP layer sharded
+# over the two mpirun ranks from rank 0's plans, gives one process's plain greedy tokens and proposes the drafts one
+# process proposes (random weights accept almost none, so the drafts are what is compared).
+mtp='--set speculative.method=mtp --set speculative.num_draft_tokens=3 --set speculative.min_acceptance=0'
+drafts_of() { sed -n 's/.*\(speculative (mtp): request [0-9]* at [0-9]* drafts.*\)/\1/p' "$1"; }
+"$SY_BUILDDIR/sy-mkmodel" --preset test-deepseek-v3 --seed 7 --quiet --out "$tmp/dsv3" >/dev/null 2>&1 ||
+    bad "sy-mkmodel --preset test-deepseek-v3"
+gen --model "$tmp/dsv3" --prompt-ids 1,2,3,4,5 -n 24 >/dev/null 2>"$tmp/plain.err"
+# shellcheck disable=SC2086
+gen -v --model "$tmp/dsv3" --prompt-ids 1,2,3,4,5 -n 24 $mtp >/dev/null 2>"$tmp/one.err"
+# shellcheck disable=SC2086
+timeout 180 mpirun -n 2 --oversubscribe --mca btl self,vader "$sy" generate -v -c "$cfg" --set comm.plugin=mpi \
+    --set device.threads=1 --ignore-eos --print-ids --stats --model "$tmp/dsv3" --prompt-ids 1,2,3,4,5 -n 24 $mtp \
+    >"$tmp/out" 2>"$tmp/mpi.err"
+rc=$?
+plain=$(sed -n 's/^generated_ids: //p' "$tmp/plain.err")
+got=$(sed -n 's/^generated_ids: //p' "$tmp/mpi.err")
+n=$(sed -n 's/^speculative (mtp): \([0-9]*\) drafts, .*/\1/p' "$tmp/mpi.err")
+if [ $rc -eq 0 ] && [ -n "$plain" ] && [ "$got" = "$plain" ] && [ "${n:-0}" -gt 0 ]; then
+    ok "test-deepseek-v3: mpirun -n 2 with mtp = one process plain (24 tokens, $n drafts)"
+else
+    bad "mtp under mpirun: exit $rc, got [$got] want [$plain], drafts [$n] ($(grep -v DEBUG "$tmp/mpi.err" | tail -5))"
+fi
+drafts_of "$tmp/one.err" >"$tmp/d1"
+drafts_of "$tmp/mpi.err" >"$tmp/d2"
+if [ -s "$tmp/d1" ] && cmp -s "$tmp/d1" "$tmp/d2"; then
+    ok "test-deepseek-v3: mpirun -n 2 proposes the drafts one process proposes ($(wc -l <"$tmp/d1") proposals)"
+else
+    bad "mtp drafts under mpirun differ: one [$(head -3 "$tmp/d1")] mpirun [$(head -3 "$tmp/d2")]"
+fi
 
 # A launcher that binds one GPU per rank (CUDA_VISIBLE_DEVICES with one entry): local rank 1 computes on the only
 # GPU it sees (the GPU plugins' default device becomes 0), and says so.
