@@ -44,7 +44,6 @@ done
 # over the two mpirun ranks from rank 0's plans, gives one process's plain greedy tokens and proposes the drafts one
 # process proposes (random weights accept almost none, so the drafts are what is compared).
 mtp='--set speculative.method=mtp --set speculative.num_draft_tokens=3 --set speculative.min_acceptance=0'
-drafts_of() { sed -n 's/.*\(speculative (mtp): request [0-9]* at [0-9]* drafts.*\)/\1/p' "$1"; }
 "$SY_BUILDDIR/sy-mkmodel" --preset test-deepseek-v3 --seed 7 --quiet --out "$tmp/dsv3" >/dev/null 2>&1 ||
     bad "sy-mkmodel --preset test-deepseek-v3"
 gen --model "$tmp/dsv3" --prompt-ids 1,2,3,4,5 -n 24 >/dev/null 2>"$tmp/plain.err"
@@ -63,13 +62,7 @@ if [ $rc -eq 0 ] && [ -n "$plain" ] && [ "$got" = "$plain" ] && [ "${n:-0}" -gt 
 else
     bad "mtp under mpirun: exit $rc, got [$got] want [$plain], drafts [$n] ($(grep -v DEBUG "$tmp/mpi.err" | tail -5))"
 fi
-drafts_of "$tmp/one.err" >"$tmp/d1"
-drafts_of "$tmp/mpi.err" >"$tmp/d2"
-if [ -s "$tmp/d1" ] && cmp -s "$tmp/d1" "$tmp/d2"; then
-    ok "test-deepseek-v3: mpirun -n 2 proposes the drafts one process proposes ($(wc -l <"$tmp/d1") proposals)"
-else
-    bad "mtp drafts under mpirun differ: one [$(head -3 "$tmp/d1")] mpirun [$(head -3 "$tmp/d2")]"
-fi
+same_mtp_drafts "test-deepseek-v3: mpirun -n 2" "$tmp/one.err" "$tmp/mpi.err"
 
 # A launcher that binds one GPU per rank (CUDA_VISIBLE_DEVICES with one entry): local rank 1 computes on the only
 # GPU it sees (the GPU plugins' default device becomes 0), and says so.

@@ -35,7 +35,6 @@ if [ "$accepted" -gt 0 ]; then ok "drafts were accepted under --tp 2 ($accepted)
 # with mtp = one rank plain = one rank with mtp) the drafts themselves (-v logs each proposal) must be the ones
 # one rank proposes.
 mtp='--set speculative.method=mtp --set speculative.num_draft_tokens=3 --set speculative.min_acceptance=0'
-drafts_of() { sed -n 's/.*\(speculative (mtp): request [0-9]* at [0-9]* drafts.*\)/\1/p' "$1"; }
 for p in test-deepseek-v3 test-glm4-moe test-glm5; do
     "$SY_BUILDDIR/sy-mkmodel" --preset "$p" --seed 7 --quiet --out "$tmp/$p" >/dev/null 2>&1
     gen --model "$tmp/$p" --prompt-ids 1,2,3,4,5 -n 24 >/dev/null 2>"$tmp/err0"
@@ -52,12 +51,6 @@ for p in test-deepseek-v3 test-glm4-moe test-glm5; do
     else
         bad "$p: tp1 plain [$plain] tp1 mtp [$one] tp2 mtp [$two] drafts [$n] ($(grep -v DEBUG "$tmp/err2"))"
     fi
-    drafts_of "$tmp/err1" >"$tmp/d1"
-    drafts_of "$tmp/err2" >"$tmp/d2"
-    if [ -s "$tmp/d1" ] && cmp -s "$tmp/d1" "$tmp/d2"; then
-        ok "$p: --tp 2 proposes the drafts one rank proposes ($(wc -l <"$tmp/d1") proposals)"
-    else
-        bad "$p: drafts differ: one rank [$(head -3 "$tmp/d1")] two ranks [$(head -3 "$tmp/d2")]"
-    fi
+    same_mtp_drafts "$p: --tp 2" "$tmp/err1" "$tmp/err2"
 done
 finish

@@ -32,3 +32,16 @@ else:
     print(" ".join(str(i) for i in case["greedy_ids"][:n]))
 EOP
 }
+
+# same_mtp_drafts WHAT ONE_LOG MANY_LOG: ok when the MTP proposals `generate -v` logged in MANY_LOG (several ranks)
+# are exactly those in ONE_LOG (one rank), and there are some: random weights accept almost no draft, so the tokens
+# alone would not show that the sharded MTP layer computes what one rank's does.
+same_mtp_drafts() {
+    sed -n 's/.*\(speculative (mtp): request [0-9]* at [0-9]* drafts.*\)/\1/p' "$2" >"$tmp/drafts.one"
+    sed -n 's/.*\(speculative (mtp): request [0-9]* at [0-9]* drafts.*\)/\1/p' "$3" >"$tmp/drafts.many"
+    if [ -s "$tmp/drafts.one" ] && cmp -s "$tmp/drafts.one" "$tmp/drafts.many"; then
+        ok "$1 proposes the drafts one rank proposes ($(wc -l <"$tmp/drafts.one") proposals)"
+    else
+        bad "$1: drafts differ: one rank [$(head -3 "$tmp/drafts.one")] several [$(head -3 "$tmp/drafts.many")]"
+    fi
+}
