@@ -580,8 +580,15 @@ static void speed_case(sy_pc *pc, const mcase *c, int n_tokens)
         snprintf(note, sizeof note, "%s returned %d (%s): %s", step, rc, sy_status_str(rc), err.msg);
         sy_pc_row(pc, "forward", cas, SY_PC_FAIL, -1, -1, note);
     } else {
-        sy_pc_time_row(pc, "forward", cas, t / (double)runs * 1e6, runs,
-                       6.0 * n_tokens * c->top_k * (double)c->hidden * c->inter, "GFLOP/s");
+        /* Batches say how far from the expert GEMMs' nominal peak they are, where the plugin knows it. */
+        char peak[96] = "";
+        void *f = n_tokens > 1 && pc->desc->get_proc ? pc->desc->get_proc("matmul_peak") : NULL;
+        char path[32] = "";
+        const double pk = f ? ((sy_device_matmul_peak_fn)f)(inst, c->wdt, path, sizeof path) : 0;
+        if (pk > 0)
+            snprintf(peak, sizeof peak, "of %.0f peak (%s)", pk, path);
+        sy_pc_time_row_note(pc, "forward", cas, t / (double)runs * 1e6, runs,
+                            6.0 * n_tokens * c->top_k * (double)c->hidden * c->inter, "GFLOP/s", peak);
     }
     sy_pc_destroy(pc, inst);
     free_experts(&x);

@@ -716,7 +716,8 @@ typedef int (*sy_device_n_workers_fn)(void *inst);
  * Optional device extra get_proc("matmul_peak"): the nominal peak GFLOP/s of
  * the instance's matmul path for weights of wdtype, over all its workers (0:
  * unknown), for benchmarks to print achieved against it; path (may be NULL)
- * receives the path's name, e.g. "amx-bf16".
+ * receives the path's name, e.g. "amx-bf16". A moe plugin may offer the
+ * same get_proc with this signature on its own instance (its expert GEMMs).
  */
 typedef double (*sy_device_matmul_peak_fn)(void *inst, sy_dtype wdtype, char *path, size_t path_len);
 

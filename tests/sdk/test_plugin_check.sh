@@ -105,6 +105,15 @@ if grep -q '^cpu MHz' /proc/cpuinfo 2>/dev/null; then
     else
         bad "--speed: no 'GFLOP/s of N peak (path)' on the n=32 linear: $(grep 'n=32' "$tmp/speed.out")"
     fi
+    # So do the moe plugin's batched forwards, against its expert GEMMs' path on the pool's workers.
+    "$sy" plugin-check --speed --time 0 --pool "$SY_PLUGIN_DIR/sy-device-cpu.so" "$SY_PLUGIN_DIR/sy-moe-cpu.so" \
+        >"$tmp/moespeed.out" 2>&1
+    if grep -Eq '^moe +forward +softmax bf16: 128 tok, .* GFLOP/s of [0-9]+ peak \(f32-[a-z0-9]+\)$' "$tmp/moespeed.out"
+    then
+        ok "--speed: moe forward GFLOP/s of the experts' path's peak"
+    else
+        bad "--speed: no 'GFLOP/s of N peak (path)' on the 128-token moe forward: $(cat "$tmp/moespeed.out")"
+    fi
 fi
 
 # Bad usage is exit 2.

@@ -66,3 +66,13 @@ double syk_matmul_peak(syk_isa isa, syk_path path, int cores, char *how, size_t 
              mhz, cores > 0 ? cores : 1, gflops);
     return gflops;
 }
+
+double syk_matmul_peak_of(syk_isa isa, int bdot, int amx, sy_dtype wdtype, int workers, char *path, size_t path_len)
+{
+    /* Only BF16 weights take the BF16 paths; F16, F32 and the quantised dtypes are widened to F32 FMAs. */
+    const syk_path p = wdtype == SY_DTYPE_BF16 && bdot ? (amx ? SYK_PATH_AMX : SYK_PATH_AVX512BF16) : SYK_PATH_F32;
+    if (path && path_len)
+        snprintf(path, path_len, "%s%s", p == SYK_PATH_AMX ? "amx-bf16" : p == SYK_PATH_AVX512BF16 ? "avx512-bf16" : "f32-",
+                 p == SYK_PATH_F32 ? syk_isa_name(isa) : "");
+    return syk_matmul_peak(isa, p, workers, NULL, 0);
+}

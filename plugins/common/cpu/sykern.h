@@ -198,6 +198,13 @@ typedef enum syk_path {
  * unknown. how (may be NULL) receives the derivation, numbers included.
  */
 double syk_matmul_peak(syk_isa isa, syk_path path, int cores, char *how, size_t how_len);
+/*
+ * get_proc("matmul_peak") of the device and moe cpu plugins: the path a
+ * product on weights of wdtype takes in an instance whose matmul choice has
+ * BF16 dot products (bdot) and AMX tiles (amx), its name into path ("f32-avx2",
+ * "avx512-bf16", "amx-bf16"; may be NULL) and its peak on `workers` cores.
+ */
+double syk_matmul_peak_of(syk_isa isa, int bdot, int amx, sy_dtype wdtype, int workers, char *path, size_t path_len);
 
 /* ------------------------------------------------------------ parallelism */
 

@@ -270,11 +270,8 @@ static double dev_matmul_peak(void *inst, sy_dtype wdtype, char *path, size_t pa
     const sy_cpu_dev *d = inst;
     if (!d)
         return 0;
-    const syk_path p = wdtype == SY_DTYPE_BF16 && d->matmul.bdot ? (d->matmul.amx ? SYK_PATH_AMX : SYK_PATH_AVX512BF16) : SYK_PATH_F32;
-    if (path && path_len)
-        snprintf(path, path_len, "%s%s", p == SYK_PATH_AMX ? "amx-bf16" : p == SYK_PATH_AVX512BF16 ? "avx512-bf16" : "f32-",
-                 p == SYK_PATH_F32 ? syk_isa_name(d->isa) : "");
-    return syk_matmul_peak(d->isa, p, syk_pool_size(d->pool), NULL, 0);
+    return syk_matmul_peak_of(d->isa, d->matmul.bdot != NULL, d->matmul.amx != NULL, wdtype, syk_pool_size(d->pool), path,
+                              path_len);
 }
 
 /* "matmul": the numerics this instance resolved, as its start-up log line ("matmul = auto: f32, ..."). */

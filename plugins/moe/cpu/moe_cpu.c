@@ -447,10 +447,28 @@ static const char *matmul_line(void *inst)
     return m ? m->matmul.choice.line : "?";
 }
 
+/*
+ * get_proc("matmul_peak") (sy_device_matmul_peak_fn, on this instance): the nominal peak of the path the expert
+ * GEMMs take on weights of wdtype, over the host's workers, for plugin-check --speed to print achieved against it.
+ */
+static double matmul_peak(void *inst, sy_dtype wdtype, char *path, size_t path_len)
+{
+    const moe_cpu *m = inst;
+    if (!m)
+        return 0;
+    const syk_par par = syk_par_from_host(m->host);
+    return syk_matmul_peak_of(m->isa, m->matmul.bdot != NULL, m->matmul.amx != NULL, wdtype, par.n_workers, path,
+                              path_len);
+}
+
 static void *get_proc(const char *name)
 {
     if (name && strcmp(name, "matmul") == 0) {
         const char *(*f)(void *) = matmul_line;
+        return (void *)f;
+    }
+    if (name && strcmp(name, "matmul_peak") == 0) {
+        sy_device_matmul_peak_fn f = matmul_peak;
         return (void *)f;
     }
     return name && strcmp(name, "tuning_table") == 0 ? (void *)tuning_table : NULL;
