@@ -398,10 +398,7 @@ static void match_prefix(sy_sched *s, sy_seq *q)
     q->n_computed *= s->bs;
 }
 
-/*
- * Offers q's newly completed full blocks to the prefix cache. Called before the source's after_step, which
- * writes the MTP entries of the same positions within this step, before any lookup.
- */
+/* Offers q's newly completed full blocks to the prefix cache (for a fed sequence, after the source's after_step). */
 static void register_full_blocks(sy_sched *s, sy_seq *q)
 {
     const int32_t full = q->n_computed / s->bs;
@@ -725,10 +722,11 @@ int sy_sched_step(sy_sched *s, sy_err *err)
         q->step_tokens = q->spec_k = 0;
         if (!st->want_logits) {
             q->n_computed += st->n_tokens;
-            register_full_blocks(s, q);
             if (s->src && !q->spec_off)
                 s->fed[n_fed++] = (sy_spec_fed){.seq = q, .pos0 = pos0, .n_fed = st->n_tokens,
                                                 .n_kept = st->n_tokens, .row0 = row0};
+            else
+                register_full_blocks(s, q);
             continue;
         }
         /* Row j predicts the token after position pos0 + st->n_tokens - rows + j; a verify's rows are walked in
@@ -786,13 +784,18 @@ int sy_sched_step(sy_sched *s, sy_err *err)
             continue;
         }
         trim_blocks(s, q);
-        register_full_blocks(s, q);
         if (s->src && !q->spec_off)
             s->fed[n_fed++] = (sy_spec_fed){.seq = q, .pos0 = pos0, .n_fed = st->n_tokens,
                                             .n_kept = q->n_computed - pos0, .row0 = row0};
+        else
+            register_full_blocks(s, q);
     }
+    /* A fed sequence's blocks enter the cache once the source has written their MTP K/V (mtp_after): one whose
+     * source failed is spec_off by then and registers them as holding none. */
     if (n_fed)
         after_step(s, n_fed);
+    for (int32_t i = 0; i < n_fed; i++)
+        register_full_blocks(s, s->fed[i].seq);
     s->spec_drafted += drafted;
     s->spec_accepted += accepted;
     s->spec_verifies += verifies;
