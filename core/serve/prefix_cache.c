@@ -8,6 +8,7 @@
 /* One entry per block id: a block is cached at most once. */
 typedef struct entry {
     uint64_t key;
+    int32_t after;            /* the token the block's last MTP K/V entry saw; -1: none */
     int32_t next;             /* bucket chain */
     int32_t lru_prev, lru_next; /* most recent at head */
     bool cached;
@@ -116,11 +117,12 @@ uint64_t sy_prefix_hash(uint64_t parent, const int32_t *tokens, int32_t n)
     return h ? h : 1;
 }
 
-int32_t sy_prefix_cache_lookup(sy_prefix_cache *pc, uint64_t key, const int32_t *tokens)
+int32_t sy_prefix_cache_lookup(sy_prefix_cache *pc, uint64_t key, const int32_t *tokens, int32_t after)
 {
     const int32_t bs = pc->kv->block_size;
     for (int32_t b = pc->bucket[key & (pc->n_buckets - 1)]; b >= 0; b = pc->e[b].next) {
-        if (pc->e[b].key != key || memcmp(pc->tokens + (size_t)b * bs, tokens, sizeof(int32_t) * (size_t)bs) != 0)
+        if (pc->e[b].key != key || (after >= 0 && pc->e[b].after != after) ||
+            memcmp(pc->tokens + (size_t)b * bs, tokens, sizeof(int32_t) * (size_t)bs) != 0)
             continue;
         lru_unlink(pc, b);
         lru_push_front(pc, b);
@@ -129,16 +131,20 @@ int32_t sy_prefix_cache_lookup(sy_prefix_cache *pc, uint64_t key, const int32_t 
     return -1;
 }
 
-void sy_prefix_cache_insert(sy_prefix_cache *pc, uint64_t key, int32_t block, const int32_t *tokens)
+void sy_prefix_cache_insert(sy_prefix_cache *pc, uint64_t key, int32_t block, const int32_t *tokens, int32_t after)
 {
     const int32_t bs = pc->kv->block_size;
     if (pc->e[block].cached)
         return;
+    /* Another sequence computed the same block first: ours stays private, unless ours serves a follower that
+     * the cached copy cannot (its MTP entry saw another token, or none). */
     for (int32_t b = pc->bucket[key & (pc->n_buckets - 1)]; b >= 0; b = pc->e[b].next)
-        if (pc->e[b].key == key && memcmp(pc->tokens + (size_t)b * bs, tokens, sizeof(int32_t) * (size_t)bs) == 0)
-            return; /* another sequence computed the same block first; ours stays private */
+        if (pc->e[b].key == key && (after < 0 || pc->e[b].after == after) &&
+            memcmp(pc->tokens + (size_t)b * bs, tokens, sizeof(int32_t) * (size_t)bs) == 0)
+            return;
     entry *x = &pc->e[block];
     x->key = key;
+    x->after = after;
     x->cached = true;
     memcpy(pc->tokens + (size_t)block * bs, tokens, sizeof(int32_t) * (size_t)bs);
     uint32_t h = (uint32_t)(key & (pc->n_buckets - 1));

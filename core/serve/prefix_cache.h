@@ -6,6 +6,15 @@
  * is idle and evicted least-recently-used first when the pool runs dry.
  * Only full blocks enter, and a sequence writes only past its last full
  * block, so a shared block is never written. Engine thread only.
+ *
+ * The MTP layer's K/V live in the same blocks, and its entry at a block's
+ * last position was computed from the token AFTER the block (the MTP input
+ * at p is the embedding of t[p + 1] with the target's hidden state of p),
+ * which the key does not cover. So an entry also records that token
+ * ("after", -1 when the block holds no valid MTP entry there), and a lookup
+ * that will read the MTP K/V asks for the same one: a follower that goes on
+ * differently right at the block's end misses it and computes the block
+ * itself (docs/speculative.md, "MTP and the prefix cache").
  */
 #ifndef SY_PREFIX_CACHE_H
 #define SY_PREFIX_CACHE_H
@@ -25,10 +34,18 @@ void sy_prefix_cache_free(sy_prefix_cache *pc);
 /* Key of a block of block_size tokens behind the prefix whose key is parent (0 for the first block). */
 uint64_t sy_prefix_hash(uint64_t parent, const int32_t *tokens, int32_t n);
 
-/* The cached block for key whose tokens equal tokens[0..block_size), or -1. Marks it recently used. */
-int32_t sy_prefix_cache_lookup(sy_prefix_cache *pc, uint64_t key, const int32_t *tokens);
-/* Registers a full block (the cache takes its own reference). No-op when the key is already cached. */
-void sy_prefix_cache_insert(sy_prefix_cache *pc, uint64_t key, int32_t block, const int32_t *tokens);
+/*
+ * The cached block for key whose tokens equal tokens[0..block_size), or -1. Marks it recently used.
+ * after >= 0: only a block whose MTP entry at its last position saw that next token; -1: any (the caller
+ * does not read the MTP K/V).
+ */
+int32_t sy_prefix_cache_lookup(sy_prefix_cache *pc, uint64_t key, const int32_t *tokens, int32_t after);
+/*
+ * Registers a full block (the cache takes its own reference). after: the next token its last position's
+ * MTP K/V was computed with, or -1 for none. No-op when a block with the same key and tokens is cached
+ * that serves every lookup this one would (the same after, or after is -1).
+ */
+void sy_prefix_cache_insert(sy_prefix_cache *pc, uint64_t key, int32_t block, const int32_t *tokens, int32_t after);
 /* Evicts up to n idle blocks, least recently used first; returns how many went back to the pool. */
 int32_t sy_prefix_cache_evict(sy_prefix_cache *pc, int32_t n);
 /* Blocks held only by the cache (free for the taking). */

@@ -368,12 +368,27 @@ static int32_t coverable_tokens(sy_sched *s, const sy_seq *q)
     return n > INT32_MAX ? INT32_MAX : (int32_t)n;
 }
 
+/*
+ * The token after q's block i when q's MTP K/V at the block's last position holds (or is about to hold) the
+ * entry computed from it, else -1: the MTP source writes its K/V in the target's blocks, and the entry at
+ * position p depends on t[p + 1], outside the block's key. A sequence that does not speculate (spec_off)
+ * neither reads nor writes the MTP K/V.
+ */
+static int32_t mtp_after(const sy_sched *s, const sy_seq *q, int32_t i)
+{
+    if (!s->src || s->src->ops->method != SY_SPEC_MTP || q->spec_off)
+        return -1;
+    const int32_t p = (i + 1) * s->bs;
+    return p < q->n_tokens ? q->tokens[p] : -1;
+}
+
 /* Shares the cached full blocks that start q's tokens; always leaves at least one token to compute. */
 static void match_prefix(sy_sched *s, sy_seq *q)
 {
     const int32_t limit = (q->n_tokens - 1) / s->bs;
     for (int32_t i = 0; i < limit; i++) {
-        int32_t b = sy_prefix_cache_lookup(s->pc, block_key(s, q, i), q->tokens + (size_t)i * s->bs);
+        int32_t b = sy_prefix_cache_lookup(s->pc, block_key(s, q, i), q->tokens + (size_t)i * s->bs,
+                                           mtp_after(s, q, i));
         if (b < 0)
             break;
         sy_kv_blocks_retain(s->kv, &b, 1);
@@ -383,13 +398,14 @@ static void match_prefix(sy_sched *s, sy_seq *q)
     q->n_computed *= s->bs;
 }
 
-/* Offers q's newly completed full blocks to the prefix cache. */
+/* Offers q's newly completed full blocks to the prefix cache (for a fed sequence, after the source's after_step). */
 static void register_full_blocks(sy_sched *s, sy_seq *q)
 {
     const int32_t full = q->n_computed / s->bs;
     for (; q->n_registered < full; q->n_registered++) {
         const int32_t i = q->n_registered;
-        sy_prefix_cache_insert(s->pc, block_key(s, q, i), q->blocks[i], q->tokens + (size_t)i * s->bs);
+        sy_prefix_cache_insert(s->pc, block_key(s, q, i), q->blocks[i], q->tokens + (size_t)i * s->bs,
+                               mtp_after(s, q, i));
     }
 }
 
@@ -706,10 +722,11 @@ int sy_sched_step(sy_sched *s, sy_err *err)
         q->step_tokens = q->spec_k = 0;
         if (!st->want_logits) {
             q->n_computed += st->n_tokens;
-            register_full_blocks(s, q);
             if (s->src && !q->spec_off)
                 s->fed[n_fed++] = (sy_spec_fed){.seq = q, .pos0 = pos0, .n_fed = st->n_tokens,
                                                 .n_kept = st->n_tokens, .row0 = row0};
+            else
+                register_full_blocks(s, q);
             continue;
         }
         /* Row j predicts the token after position pos0 + st->n_tokens - rows + j; a verify's rows are walked in
@@ -767,13 +784,18 @@ int sy_sched_step(sy_sched *s, sy_err *err)
             continue;
         }
         trim_blocks(s, q);
-        register_full_blocks(s, q);
         if (s->src && !q->spec_off)
             s->fed[n_fed++] = (sy_spec_fed){.seq = q, .pos0 = pos0, .n_fed = st->n_tokens,
                                             .n_kept = q->n_computed - pos0, .row0 = row0};
+        else
+            register_full_blocks(s, q);
     }
+    /* A fed sequence's blocks enter the cache once the source has written their MTP K/V (mtp_after): one whose
+     * source failed is spec_off by then and registers them as holding none. */
     if (n_fed)
         after_step(s, n_fed);
+    for (int32_t i = 0; i < n_fed; i++)
+        register_full_blocks(s, s->fed[i].seq);
     s->spec_drafted += drafted;
     s->spec_accepted += accepted;
     s->spec_verifies += verifies;

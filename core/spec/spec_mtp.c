@@ -14,9 +14,11 @@
  * target's blocks (the verify and the next extend overwrite them).
  *
  * The MTP layer's K/V sit in the target's blocks as layer n_layers, so the
- * target's rollback and the prefix cache carry them along; a block reused
- * from the prefix cache brings the MTP K/V its first owner wrote, whose last
- * position saw that owner's next token (only drafts can differ for it).
+ * target's rollback and the prefix cache carry them along. The entry at a
+ * block's last position saw the token after the block, outside the block's
+ * prefix-cache key: the scheduler shares a cached block with a speculating
+ * sequence only when that token is the sequence's own (prefix_cache.h), so
+ * extending from a hit's first uncached position is enough.
  */
 #include "config.h"
 

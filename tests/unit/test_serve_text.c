@@ -103,17 +103,33 @@ static void test_prefix_cache(void)
     const int32_t t0[] = {5, 6}, t1[] = {7, 8};
     uint64_t k0 = sy_prefix_hash(0, t0, 2), k1 = sy_prefix_hash(k0, t1, 2);
     CHECK(k1 != sy_prefix_hash(0, t1, 2)); /* the chain makes position part of the key */
-    sy_prefix_cache_insert(pc, k0, b[0], t0);
-    sy_prefix_cache_insert(pc, k1, b[1], t1);
-    CHECK(sy_prefix_cache_lookup(pc, k0, t0) == b[0]);
-    CHECK(sy_prefix_cache_lookup(pc, k1, t0) == -1); /* same key, other tokens: no */
+    sy_prefix_cache_insert(pc, k0, b[0], t0, 7);
+    sy_prefix_cache_insert(pc, k1, b[1], t1, -1);
+    CHECK(sy_prefix_cache_lookup(pc, k0, t0, -1) == b[0]);
+    CHECK(sy_prefix_cache_lookup(pc, k1, t0, -1) == -1); /* same key, other tokens: no */
+    /* An MTP follower needs the block's last MTP entry computed from its own next token. */
+    CHECK(sy_prefix_cache_lookup(pc, k1, t1, 5) == -1); /* registered without a valid MTP entry */
+    CHECK(sy_prefix_cache_lookup(pc, k1, t1, -1) == b[1]);
+    CHECK(sy_prefix_cache_lookup(pc, k0, t0, 9) == -1);
+    CHECK(sy_prefix_cache_lookup(pc, k0, t0, 7) == b[0]);
     sy_kv_blocks_release(&kv, b, 2);
     CHECK(kv.n_free == 2 && sy_prefix_cache_idle(pc) == 2);
     /* Taking all four evicts the two idle ones, least recently used first. */
     CHECK(sy_prefix_cache_alloc(pc, 3, b) == SY_OK);
     CHECK(sy_prefix_cache_size(pc) == 1);
-    CHECK(sy_prefix_cache_lookup(pc, k0, t0) >= 0); /* k0 was used more recently */
+    CHECK(sy_prefix_cache_lookup(pc, k0, t0, -1) >= 0); /* k0 was used more recently */
     CHECK(sy_prefix_cache_alloc(pc, 2, b + 3) == SY_ERR_UNAVAILABLE);
+    sy_kv_blocks_release(&kv, b, 3);
+    sy_prefix_cache_free(pc);
+    CHECK(kv.n_free == 4);
+    /* Two copies of one block whose MTP entries saw different next tokens both serve; a third adds nothing. */
+    pc = sy_prefix_cache_new(&kv);
+    CHECK(sy_prefix_cache_alloc(pc, 3, b) == SY_OK);
+    sy_prefix_cache_insert(pc, k0, b[0], t0, 7);
+    sy_prefix_cache_insert(pc, k0, b[1], t0, 9);
+    sy_prefix_cache_insert(pc, k0, b[2], t0, -1);
+    CHECK(sy_prefix_cache_size(pc) == 2);
+    CHECK(sy_prefix_cache_lookup(pc, k0, t0, 7) == b[0] && sy_prefix_cache_lookup(pc, k0, t0, 9) == b[1]);
     sy_kv_blocks_release(&kv, b, 3);
     sy_prefix_cache_free(pc);
     CHECK(kv.n_free == 4);

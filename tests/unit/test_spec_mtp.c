@@ -8,7 +8,12 @@
  *    every position, the chain), driven by hand through the source;
  *  - greedy serving output is exactly that without speculation (requests
  *    arriving mid-way, chunked prefill, a tiny KV pool that preempts), with
- *    drafts verified and acceptance counted (random weights accept little).
+ *    drafts verified and acceptance counted (random weights accept little);
+ *  - a request that shares a cached prefix ending on a block boundary and
+ *    goes on differently there gets the drafts and output of a cold run:
+ *    the MTP K/V of the block's last position, which saw the first
+ *    request's next token, is not reused; nor are blocks whose MTP K/V a
+ *    request that stopped speculating never wrote.
  * The logits themselves are checked against the numpy reference by
  * tests/ref/test_mtp_vs_reference.sh.
  */
@@ -330,6 +335,224 @@ static void greedy_identity(const char *name, const char *model, const char *con
     sy_config_free(cfg);
 }
 
+/*
+ * The MTP source behind a recorder of the drafts it proposes for request
+ * id 2 (installed with sy__sched_set_spec_source); with fail_at > 0 its
+ * after_step fails for the step that takes request 1 past fail_at computed
+ * tokens (the scheduler then turns request 1's speculation off).
+ */
+typedef struct rec_src {
+    sy_spec_source base;
+    sy_spec_source *in;
+    int32_t fail_at;
+    int32_t log[512];
+    int n;
+} rec_src;
+
+static int rec_after_step(sy_spec_source *src, const sy_spec_fed *fed, int32_t n, sy_err *err)
+{
+    rec_src *r = (rec_src *)src;
+    for (int32_t i = 0; i < n; i++)
+        if (fed[i].seq->id == 1 && fed[i].pos0 < r->fail_at && fed[i].pos0 + fed[i].n_kept >= r->fail_at)
+            return sy_err_set(err, SY_ERR_INVALID, "test: the source fails past %d tokens", r->fail_at);
+    return r->in->ops->after_step(r->in, fed, n, err);
+}
+
+static int rec_propose(sy_spec_source *src, struct sy_seq *const *seqs, int32_t n, int32_t kmax, int32_t *drafts,
+                       int32_t *n_drafts, sy_err *err)
+{
+    rec_src *r = (rec_src *)src;
+    int rc = r->in->ops->propose(r->in, seqs, n, kmax, drafts, n_drafts, err);
+    for (int32_t i = 0; rc == SY_OK && i < n; i++)
+        for (int32_t j = 0; seqs[i]->id == 2 && j < n_drafts[i] && r->n < 512; j++)
+            r->log[r->n++] = drafts[(size_t)i * (size_t)kmax + (size_t)j];
+    return rc;
+}
+
+static void rec_forget(sy_spec_source *src, struct sy_seq *seq)
+{
+    rec_src *r = (rec_src *)src;
+    r->in->ops->forget(r->in, seq);
+}
+
+static void rec_free(sy_spec_source *src)
+{
+    rec_src *r = (rec_src *)src;
+    r->in->ops->free(r->in);
+}
+
+static const sy_spec_source_ops rec_ops = {
+    .method = SY_SPEC_MTP, .after_step = rec_after_step, .propose = rec_propose, .forget = rec_forget,
+    .free = rec_free};
+
+/* Runs the prompts one after the other (each to its end, ids 1, 2, ...) on one scheduler, so they share its prefix
+ * cache; r records request 2's drafts. */
+static int run_in_turn(sy_engine *e, const sy_config *cfg, const int32_t (*prompts)[32], const int *plen, int n,
+                       int32_t fail_at, rec_src *r, out *o, sy_sched_stats *st)
+{
+    sy_err err = {{0}};
+    sy_sched *s = NULL;
+    sy_spec_config sc;
+    memset(r, 0, sizeof *r);
+    r->base.ops = &rec_ops;
+    r->fail_at = fail_at;
+    if (sy_sched_new(e, NULL, &s, &err) || sy_sched_enable_spec(s, cfg, &err) ||
+        sy_spec_config_read(cfg, &sc, &err) || sy_spec_source_new(&sc, cfg, e, &r->in, &err)) {
+        fprintf(stderr, "FAIL scheduler: %s\n", err.msg);
+        sy_sched_free(s);
+        return -1;
+    }
+    sy__sched_set_spec_source(s, &r->base);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        memset(&o[i], 0, sizeof o[i]);
+        sy_request q = {.struct_size = sizeof q, .prompt_ids = prompts[i], .n_prompt = (size_t)plen[i],
+                        .max_tokens = 16, .temperature = 0.0f, .top_p = 1.0f, .repetition_penalty = 1.0f,
+                        .ignore_eos = 1, .top_logprobs = -1, .on_event = on_event, .user = &o[i]};
+        sy_seq *sq = NULL;
+        if (sy_seq_new(&q, e, NULL, (uint64_t)i + 1, &sq, &err)) {
+            fprintf(stderr, "FAIL request %d: %s\n", i, err.msg);
+            rc = -1;
+            break;
+        }
+        sy_sched_add(s, sq);
+        for (int step = 0; !sy_sched_idle(s) && step < 1000; step++)
+            if (sy_sched_step(s, &err) < 0) {
+                fprintf(stderr, "FAIL step: %s\n", err.msg);
+                rc = -1;
+                break;
+            }
+    }
+    sy_sched_stats_get(s, st);
+    sy_sched_free(s);
+    return rc;
+}
+
+/*
+ * Pairs of prompts sharing 8 tokens (two blocks of 4) that differ from the
+ * ninth on: the second of each pair served after the first (a prefix-cache
+ * hit) proposes exactly the drafts, and decodes exactly the tokens, it does
+ * cold (the first prompt being a dummy that shares nothing).
+ */
+static void prefix_hit_drafts(const char *name, const char *model)
+{
+    const char *extra[] = {"scheduler.kv_block_size=4"};
+    sy_config *cfg = make_config(model, extra, 1);
+    sy_engine *e = cfg ? open_engine(cfg) : NULL;
+    CHECK(e != NULL);
+    if (!e) {
+        sy_config_free(cfg);
+        return;
+    }
+    const int32_t V = sy_engine_model_config(e)->vocab;
+    static rec_src cold, hit;
+    static out oc[2], oh[2];
+    uint64_t x = 1234;
+    int differ = 0, pairs = 0, hit_tokens = 0, acc_cold = 0, acc_hit = 0;
+    for (int pair = 0; pair < 6; pair++) {
+        /* cold: [D, B] with D sharing nothing; hit: [A, B] with A = B's first 8 tokens, then others */
+        int32_t cold_p[2][32], hit_p[2][32];
+        const int plen[2] = {11, 10};
+        for (int j = 0; j < 32; j++) {
+            cold_p[0][j] = 1 + (int32_t)(lcg(&x) % (uint64_t)(V - 1));
+            cold_p[1][j] = 1 + (int32_t)(lcg(&x) % (uint64_t)(V - 1));
+            hit_p[0][j] = 1 + (int32_t)(lcg(&x) % (uint64_t)(V - 1));
+        }
+        memcpy(hit_p[0], cold_p[1], sizeof(int32_t) * 8);
+        hit_p[0][8] = cold_p[1][8] % (V - 1) + 1; /* A and B part right at the block boundary */
+        memcpy(hit_p[1], cold_p[1], sizeof hit_p[1]);
+        sy_sched_stats sc, sh;
+        if (run_in_turn(e, cfg, (const int32_t(*)[32])cold_p, plen, 2, 0, &cold, oc, &sc) ||
+            run_in_turn(e, cfg, (const int32_t(*)[32])hit_p, plen, 2, 0, &hit, oh, &sh)) {
+            CHECK(0);
+            break;
+        }
+        pairs++;
+        hit_tokens += (int)sh.cached_tokens;
+        acc_cold += (int)sc.spec_accepted_tokens;
+        acc_hit += (int)sh.spec_accepted_tokens;
+        CHECK(oc[1].done && oh[1].done && oc[1].n == 16 && oh[1].n == 16);
+        CHECK(memcmp(oc[1].toks, oh[1].toks, sizeof(int32_t) * 16) == 0);
+        CHECK(cold.n > 0);
+        if (cold.n != hit.n || memcmp(cold.log, hit.log, sizeof(int32_t) * (size_t)cold.n) != 0) {
+            differ++;
+            fprintf(stderr, "FAIL %s: pair %d: the second request's %d drafts after a prefix-cache hit are not the "
+                    "%d it proposes cold\n", name, pair, hit.n, cold.n);
+        }
+    }
+    CHECK(pairs == 6 && differ == 0);
+    CHECK(hit_tokens > 0); /* the first block (whose next token both share) is reused */
+    printf("%s: prefix hit at a block boundary: drafts equal to a cold run's in %d of %d pairs, %d tokens reused, "
+           "%d drafts accepted over the cold runs' two requests, %d over the hit runs'\n",
+           name, pairs - differ, pairs, hit_tokens, acc_cold, acc_hit);
+    sy_engine_close(e);
+    sy_config_free(cfg);
+}
+
+/*
+ * Request A (8 prompt tokens, then 16 generated) stops speculating when its
+ * source fails in the step that completes its third block: that block and
+ * the later ones hold no valid MTP K/V. Request B, A's prompt and first 12
+ * generated tokens, served after A reuses only A's first two blocks, and
+ * proposes the drafts it does cold.
+ */
+static void prefix_after_switch_off(const char *name, const char *model)
+{
+    const char *extra[] = {"scheduler.kv_block_size=4"};
+    sy_config *cfg = make_config(model, extra, 1);
+    sy_engine *e = cfg ? open_engine(cfg) : NULL;
+    CHECK(e != NULL);
+    if (!e) {
+        sy_config_free(cfg);
+        return;
+    }
+    const int32_t V = sy_engine_model_config(e)->vocab;
+    static rec_src cold, hit;
+    static out oc[2], oh[2];
+    uint64_t x = 4321;
+    int differ = 0, pairs = 0, hit_tokens = 0;
+    sy_log_set_level(SY_LOG_ERROR); /* the scheduler warns of each injected failure */
+    for (int pair = 0; pair < 4; pair++) {
+        int32_t cold_p[2][32], hit_p[2][32];
+        int plen[2] = {8, 20};
+        for (int j = 0; j < 32; j++) {
+            cold_p[0][j] = 1 + (int32_t)(lcg(&x) % (uint64_t)(V - 1));
+            hit_p[0][j] = 1 + (int32_t)(lcg(&x) % (uint64_t)(V - 1));
+        }
+        sy_sched_stats sa, sc, sh;
+        if (run_in_turn(e, cfg, (const int32_t(*)[32])hit_p, plen, 1, 0, &hit, oh, &sa) || oh[0].n != 16) {
+            CHECK(0);
+            break;
+        }
+        memcpy(hit_p[1], hit_p[0], sizeof(int32_t) * 8);
+        memcpy(hit_p[1] + 8, oh[0].toks, sizeof(int32_t) * 12);
+        memcpy(cold_p[1], hit_p[1], sizeof cold_p[1]);
+        plen[0] = 11; /* D's length differs from A's: nothing of B's can come from D */
+        if (run_in_turn(e, cfg, (const int32_t(*)[32])cold_p, plen, 2, 12, &cold, oc, &sc) ||
+            run_in_turn(e, cfg, (const int32_t(*)[32])hit_p, (const int[]){8, 20}, 2, 12, &hit, oh, &sh)) {
+            CHECK(0);
+            break;
+        }
+        pairs++;
+        hit_tokens += (int)sh.cached_tokens;
+        CHECK(oc[1].done && oh[1].done && oc[1].n == 16 && oh[1].n == 16);
+        CHECK(memcmp(oc[1].toks, oh[1].toks, sizeof(int32_t) * 16) == 0);
+        CHECK(cold.n > 0);
+        if (cold.n != hit.n || memcmp(cold.log, hit.log, sizeof(int32_t) * (size_t)cold.n) != 0) {
+            differ++;
+            fprintf(stderr, "FAIL %s: case %d: request B's %d drafts after reusing A's blocks are not the %d it "
+                    "proposes cold\n", name, pair, hit.n, cold.n);
+        }
+    }
+    sy_log_set_level(SY_LOG_WARN);
+    CHECK(pairs == 4 && differ == 0);
+    CHECK(hit_tokens == 4 * 8); /* A's two blocks from before the failure */
+    printf("%s: reuse behind a request whose speculation stopped: drafts equal to a cold run's in %d of %d cases, "
+           "%d tokens reused\n", name, pairs - differ, pairs, hit_tokens);
+    sy_engine_close(e);
+    sy_config_free(cfg);
+}
+
 /* A checkpoint without MTP layers is refused, naming the directory and the key. */
 static void no_mtp_layers(const char *model)
 {
@@ -378,6 +601,9 @@ int main(void)
     const char *tiny[] = {"scheduler.max_running=6", "scheduler.max_batch_tokens=24", "scheduler.kv_block_size=4",
                           "model.max_seq_len=96", "scheduler.kv_cache_size=110K"};
     greedy_identity("test-glm5: tiny KV pool (preemption)", dirs[2], tiny, 5, true);
+    prefix_hit_drafts(presets[0][0], dirs[0]);
+    prefix_hit_drafts(presets[2][0], dirs[2]);
+    prefix_after_switch_off(presets[0][0], dirs[0]);
     no_mtp_layers(dirs[3]);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0)
