@@ -53,3 +53,8 @@ tests_unit_test_cpu_matmul_choice_LDADD = plugins/common/cpu/libsykern.la $(SY_C
 tests_unit_test_cpu_amx_SOURCES = tests/unit/test_cpu_amx.c $(SY_CPU_TEST_HARNESS)
 tests_unit_test_cpu_amx_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/common/cpu
 tests_unit_test_cpu_amx_LDADD = plugins/common/cpu/libsykern.la $(SY_CPU_TEST_LIBS)
+
+# Attention speed, F32 against BF16 KV (prints a table; built, never run by make check).
+check_PROGRAMS += tests/unit/bench_cpu_attn
+tests_unit_bench_cpu_attn_SOURCES = tests/unit/bench_cpu_attn.c $(SY_CPU_TEST_HARNESS)
+tests_unit_bench_cpu_attn_LDADD = $(SY_CPU_TEST_LIBS)

@@ -22,7 +22,7 @@
 #include "test_cpu_harness.h"
 
 #define MAX_SEQS 6
-#define MAX_LEN 160
+#define MAX_LEN 400
 #define N_LAYERS 2
 
 static th_plugin dev, fast, ref;
@@ -395,6 +395,13 @@ static void run_scenario(const char *isa, const sy_attn_problem *prob, const cha
     step(sc, s5, 5, NULL);
     check_refusals(sc);
     step(sc, s5, 5, NULL); /* refusals wrote nothing: still consistent */
+    /* A long prompt next to a decode and a short prefill of other lengths: many query chunks of one sequence
+     * over many KV blocks (as long as the 40-block table row allows), so every chunk's online softmax crosses
+     * block boundaries and a wrong chunk start, block walk or rescale shows against the dense reference. */
+    seq_init(sc, &sc->s[5]);
+    const int long_len = 40 * prob->block_size - 8 < 300 ? 40 * prob->block_size - 8 : 300;
+    const int s6[][2] = {{5, long_len}, {2, 1}, {1, 7}};
+    step(sc, s6, 3, NULL);
     printf("  %s worst error %.2f of the bound\n", tag, sc->worst);
 
     fast.desc->destroy(sc->a_fast);
@@ -489,6 +496,7 @@ int main(void)
         {problem(16, 2, 256, 256, 32, 0, SY_DTYPE_F32), "bf16", SY_DTYPE_BF16},
         {problem(64, 1, 16, 16, 16, 0, SY_DTYPE_F32), "f32", SY_DTYPE_F32},
         {problem(4, 4, 33, 33, 3, 20, SY_DTYPE_F32), "bf16", SY_DTYPE_BF16},
+        {problem(8, 2, 64, 64, 160, 0, SY_DTYPE_F32), "bf16", SY_DTYPE_BF16}, /* PV over more than 128 positions */
     };
     for (int i = 0; i < n_isa; i++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)

@@ -336,23 +336,54 @@ INL void pv_tile(const float *p, int64_t ldp, const void *v, int64_t ldv, float 
     }
 }
 
+INL void pv_rows(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda, int64_t n,
+                 int64_t npos, int64_t d0, int64_t dv, const int dt)
+{
+    int64_t i = 0;
+    for (; i + PV_NR <= n; i += PV_NR)
+        pv_tile(p + i * ldp, ldp, v, ldv, acc + i * lda, lda, npos, d0, dv, PV_NR, dt);
+    const float *pi = p + i * ldp;
+    float *ai = acc + i * lda;
+    switch (n - i) {
+    case 3: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 3, dt); break;
+    case 2: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 2, dt); break;
+    case 1: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 1, dt); break;
+    default: break;
+    }
+}
+
+/*
+ * With more than one tile of rows (prefill), a BF16/F16 V slice would be
+ * widened again by every row tile: 4 widening uops per 8 FMAs. Widened
+ * once into an F32 copy in L1 instead, the row tiles run the F32 loop
+ * against it. Positions go in chunks (PV_CHUNK x 16 floats, 8 KB) and each
+ * accumulator still adds them in position order, so the result has the
+ * bits of the in-register path, which decode's single row tile keeps.
+ */
+#define PV_CHUNK 128
 INL void gemm_nn_acc(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda, int64_t n,
                      int64_t npos, int64_t dv, const int dt)
 {
+    if (dt == SY_DTYPE_F32 || n <= PV_NR) {
+        for (int64_t d0 = 0; d0 < dv; d0 += 16)
+            pv_rows(p, ldp, v, ldv, acc, lda, n, npos, d0, dv, dt);
+        return;
+    }
+    float buf[PV_CHUNK * 16] __attribute__((aligned(64)));
     for (int64_t d0 = 0; d0 < dv; d0 += 16) {
-        int64_t i = 0;
-        for (; i + PV_NR <= n; i += PV_NR)
-            pv_tile(p + i * ldp, ldp, v, ldv, acc + i * lda, lda, npos, d0, dv, PV_NR, dt);
-        const float *pi = p + i * ldp;
-        float *ai = acc + i * lda;
-        switch (n - i) {
-        case 3: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 3, dt); break;
-        case 2: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 2, dt); break;
-        case 1: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 1, dt); break;
-        default: break;
+        const int64_t w = dv - d0 < 16 ? dv - d0 : 16;
+        for (int64_t j0 = 0; j0 < npos; j0 += PV_CHUNK) {
+            const int64_t nj = npos - j0 < PV_CHUNK ? npos - j0 : PV_CHUNK;
+            for (int64_t j = 0; j < nj; j++) {
+                const int64_t off = (j0 + j) * ldv + d0;
+                _mm256_store_ps(buf + j * 16, w >= 8 ? load_w(v, off, dt) : load_w_part(v, off, dt, w));
+                _mm256_store_ps(buf + j * 16 + 8, w >= 16 ? load_w(v, off + 8, dt) : load_w_part(v, off + 8, dt, w - 8));
+            }
+            pv_rows(p + j0, ldp, buf, 16, acc + d0, lda, n, nj, 0, w, SY_DTYPE_F32);
         }
     }
 }
+#undef PV_CHUNK
 
 /* Cephes expf with 2^n built in the exponent field (so n stays in -126..127): below -87.3
  * the result is flushed to 0, above 88 it saturates. */
