@@ -262,6 +262,11 @@ void sy__sched_set_verify_rule(sy_sched *s, int32_t (*rule)(sy_sampler *smp, con
     s->out.verify = rule;
 }
 
+int32_t sy_sched_spec_k(const sy_sched *s)
+{
+    return s->src ? s->spec.num_draft_tokens : 0;
+}
+
 int sy_sched_enable_spec(sy_sched *s, const sy_config *cfg, sy_err *err)
 {
     if (s->src)
@@ -497,7 +502,8 @@ static void propose(sy_sched *s, sy_seq *const *seqs, int32_t n, int32_t kmax, i
 
 /*
  * Drafts for the step's decodes, when it has at most max_batch of them:
- * each speculating sequence gets up to num_draft_tokens, as far as the
+ * each speculating sequence gets up to num_draft_tokens (or its request's
+ * smaller num_draft_tokens, spec_max), as far as the
  * token budget, its max_tokens (a verify yields at most k + 1 tokens) and
  * the free blocks go. Drafts never preempt anyone: a sequence that cannot
  * get the blocks decodes plainly.
@@ -514,7 +520,7 @@ static void plan_drafts(sy_sched *s, int32_t *budget)
         sy_seq *q = s->batch[i];
         if (q->spec_off)
             continue;
-        int32_t k = K;
+        int32_t k = q->spec_max > 0 && q->spec_max < K ? q->spec_max : K; /* the request's num_draft_tokens */
         if (k > q->max_tokens - q->n_generated - 1)
             k = q->max_tokens - q->n_generated - 1;
         if (k > *budget)

@@ -29,6 +29,9 @@ int sy_sched_new(sy_engine *e, sy_serve_metrics *metrics, sy_sched **out, sy_err
  * once, before the first step. Errors name the key and file:line.
  */
 int sy_sched_enable_spec(sy_sched *s, const sy_config *cfg, sy_err *err);
+/* The [speculative] num_draft_tokens this scheduler drafts per sequence and step; 0 when it does not speculate.
+ * Fixed once sy_sched_enable_spec returned, so another thread may read it (a submit checking a request). */
+int32_t sy_sched_spec_k(const sy_sched *s);
 /* Tests only: replaces the verification rule (sy_sampler_verify) to show that a broken one is caught. */
 void sy__sched_set_verify_rule(sy_sched *s, int32_t (*rule)(sy_sampler *smp, const float *dist, int32_t draft,
                                                              bool *accepted));

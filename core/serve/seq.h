@@ -115,6 +115,14 @@ typedef struct sy_out_ctx {
 int sy_seq_new(const sy_request *req, sy_engine *e, struct sy_guide *guide, uint64_t id, sy_seq **out,
                sy_err *err);
 void sy_seq_free(sy_seq *s);
+/*
+ * Checks req's num_draft_tokens (ABI 1.3; read only when struct_size
+ * covers it) against the server's [speculative] num_draft_tokens k (0: the
+ * server does not speculate) and sets s->spec_max and s->spec_off from it.
+ * Checked here, not only in a frontend, because any frontend plugin may
+ * submit. Errors: SY_ERR_INVALID naming num_draft_tokens.
+ */
+int sy_seq_set_draft_limit(sy_seq *s, const sy_request *req, int32_t k, sy_err *err);
 
 int sy_out_ctx_init(sy_out_ctx *o, sy_engine *e, sy_err *err);
 void sy_out_ctx_fini(sy_out_ctx *o);

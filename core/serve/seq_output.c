@@ -109,6 +109,27 @@ static int validate_bias(const sy_request *r, int32_t vocab, sy_err *err)
     return SY_OK;
 }
 
+int sy_seq_set_draft_limit(sy_seq *s, const sy_request *r, int32_t k, sy_err *err)
+{
+    s->spec_max = 0;
+    if (!HAS_FIELD(r, num_draft_tokens) || !r->has_num_draft_tokens)
+        return SY_OK;
+    const int32_t n = r->num_draft_tokens;
+    if (k <= 0)
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "num_draft_tokens: this server does not speculate (no [speculative] method), so the field "
+                          "must be left out; found %d", n);
+    if (n < 0 || n > k)
+        return sy_err_set(err, SY_ERR_INVALID,
+                          "num_draft_tokens: expected an integer in [0, %d] (the server's [speculative] "
+                          "num_draft_tokens; 0: no drafts), found %d", k, n);
+    if (n == 0)
+        s->spec_off = true;
+    else
+        s->spec_max = n;
+    return SY_OK;
+}
+
 /* A seed per request when the client gave none: distinct requests draw differently. */
 static uint64_t pick_seed(uint64_t id)
 {

@@ -176,6 +176,8 @@ static int api_submit(void *ctx, const sy_request *req, uint64_t *id, sy_err *er
     sy_seq *q = NULL;
     /* Validation and copying happen here, on the caller's thread, not the engine's. */
     int rc = sy_seq_new(req, s->e, &s->guide, my_id, &q, err);
+    if (!rc && (rc = sy_seq_set_draft_limit(q, req, sy_sched_spec_k(s->sched), err)))
+        sy_seq_free(q);
     if (rc)
         return rc;
     pthread_mutex_lock(&s->lock);

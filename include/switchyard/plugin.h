@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 #define SY_ABI_MAJOR 1
-#define SY_ABI_MINOR 2
+#define SY_ABI_MINOR 3
 
 #define SY__CAT2(a, b) a##b
 #define SY__CAT(a, b) SY__CAT2(a, b)
@@ -268,6 +268,17 @@ typedef struct sy_request {
     int32_t tool_choice;          /* sy_tool_choice */
     const char *tool_choice_name; /* FUNCTION: the function's name */
     int32_t parallel_tool_calls;  /* 1: several calls may come in one turn (OpenAI's default) */
+    /*
+     * Appended in ABI 1.3 (the host reads them only when struct_size covers
+     * them). Speculative decoding's drafts per step for this request, when
+     * has_num_draft_tokens is 1: 0 = none, 1..k = at most that many, where
+     * k is the server's [speculative] num_draft_tokens. Without it the
+     * request speculates as the server does. A value outside [0, k], or any
+     * value on a server that does not speculate, is SY_ERR_INVALID naming
+     * "num_draft_tokens".
+     */
+    int32_t has_num_draft_tokens;
+    int32_t num_draft_tokens;
 } sy_request;
 
 typedef enum sy_constraint_kind {

@@ -441,10 +441,11 @@ static int step(fake_req *r)
         }
     char piece[32];
     int plen = snprintf(piece, sizeof piece, "t%d ", id);
-    if (r->text_len + (size_t)plen < sizeof r->text) {
+    /* A long generation (no max_tokens) outgrows the record: what no longer fits is neither kept nor sent. */
+    const int fits = r->text_len + (size_t)plen < sizeof r->text;
+    if (fits)
         memcpy(r->text + r->text_len, piece, (size_t)plen + 1);
-    }
-    size_t emit = (size_t)plen;
+    size_t emit = fits ? (size_t)plen : 0;
     int stopped = 0;
     for (size_t i = 0; i < r->n_stops; i++) {
         const char *hit = strstr(r->text, r->stops[i]);

@@ -266,6 +266,14 @@ static void test_conversion(int port, fake_host *fh)
     CHECK(q->reasoning == 1);
     CHECK(q->max_tokens == 4096); /* a maximum: clamped to the context */
     CHECK(q->constraint_kind == SY_CONSTRAINT_NONE);
+    CHECK(q->struct_size == sizeof(sy_request) && q->has_num_draft_tokens == 0); /* left out: the server's k */
+    pthread_mutex_unlock(&fh->mu);
+    /* num_draft_tokens reaches the host as given (the host checks it against [speculative]). */
+    m = post_json(port, "{\"model\":\"fake-model\",\"max_tokens\":8,\"num_draft_tokens\":2,"
+                        "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", 200);
+    json_decref(m);
+    pthread_mutex_lock(&fh->mu);
+    CHECK(fh->last_req.has_num_draft_tokens == 1 && fh->last_req.num_draft_tokens == 2);
     pthread_mutex_unlock(&fh->mu);
 
     /* any -> REQUIRED, parallel by default; no thinking field: no kwargs; a JSON-schema output format */
@@ -343,6 +351,15 @@ static void test_errors(int port)
     expect_error(port, p, NULL, "{\"messages\": [", 400, ir, "not valid JSON");
     expect_error(port, p, NULL, "{\"model\":\"fake-model\"," MSGS "}", 400, ir, "max_tokens: field required");
     expect_error(port, p, NULL, "{\"model\":\"fake-model\",\"max_tokens\":0," MSGS "}", 400, ir, "max_tokens");
+    expect_error(port, p, NULL, "{\"model\":\"fake-model\",\"max_tokens\":4,\"num_draft_tokens\":\"3\"," MSGS "}",
+                 400, ir, "num_draft_tokens: expected an integer (0: no drafts; 1..k: at most that many per step), "
+                          "found a string");
+    expect_error(port, p, NULL, "{\"model\":\"fake-model\",\"max_tokens\":4,\"num_draft_tokens\":2.5," MSGS "}",
+                 400, ir, "num_draft_tokens: expected an integer (0: no drafts; 1..k: at most that many per step), "
+                          "found a number with a fraction");
+    expect_error(port, "/v1/messages/count_tokens", NULL,
+                 "{\"model\":\"fake-model\",\"num_draft_tokens\":1," MSGS "}", 400, ir,
+                 "num_draft_tokens: count_tokens does not take this field");
     expect_error(port, p, NULL, "{\"model\":\"fake-model\",\"max_tokens\":5,\"frobnicate\":1," MSGS "}", 400, ir,
                  "frobnicate: unknown field");
     expect_error(port, p, NULL, "{\"model\":\"fake-model\",\"max_tokens\":5,\"mcp_servers\":[]," MSGS "}", 400, ir,

@@ -817,6 +817,23 @@ static void test_request_fields(int port, fake_host *fh)
     expect_param(port, cc, "{" USER_HI ",\"logit_bias\":{\"7\":101}}", "logit_bias.7", "[-100, 100], found 101");
     expect_param(port, cc, "{" USER_HI ",\"logit_bias\":{\"256\":1}}", "logit_bias.256", "outside the vocabulary");
     expect_param(port, cc, "{" USER_HI ",\"logit_bias\":{\"7\":\"up\"}}", "logit_bias.7", "must be a number");
+    /* num_draft_tokens: the type here, the range in the host (against [speculative]); left out, not sent */
+    CHECK(s.q.struct_size == sizeof(sy_request) && s.q.has_num_draft_tokens == 0);
+    post_ok(port, c, "{\"prompt\":\"x\",\"max_tokens\":1,\"num_draft_tokens\":0}", &r);
+    last_seen(fh, &s);
+    CHECK(s.q.has_num_draft_tokens == 1 && s.q.num_draft_tokens == 0);
+    post_ok(port, cc, "{" USER_HI ",\"max_tokens\":1,\"num_draft_tokens\":3}", &r);
+    last_seen(fh, &s);
+    CHECK(s.q.has_num_draft_tokens == 1 && s.q.num_draft_tokens == 3);
+    post_ok(port, cc, "{" USER_HI ",\"max_tokens\":1,\"num_draft_tokens\":null}", &r);
+    last_seen(fh, &s);
+    CHECK(s.q.has_num_draft_tokens == 0);
+    expect_param(port, c, "{\"prompt\":\"x\",\"num_draft_tokens\":\"3\"}", "num_draft_tokens",
+                 "must be an integer (0: no drafts; 1..k: at most that many per step), found a string");
+    expect_param(port, cc, "{" USER_HI ",\"num_draft_tokens\":2.5}", "num_draft_tokens",
+                 "found a number with a fraction");
+    expect_param(port, cc, "{" USER_HI ",\"num_draft_tokens\":4294967296}", "num_draft_tokens",
+                 "found an integer out of range");
     /* constraints */
     post_ok(port, cc,
             "{" USER_HI ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"w-1\",\"strict\":true,"

@@ -738,6 +738,148 @@ static void request_switch_off(const char *model)
     sy_config_free(cfg);
 }
 
+/*
+ * A request's num_draft_tokens: a source that always proposes the plain
+ * run's continuation (so every draft it may give is accepted) records the
+ * most drafts each request was given in one step. No field: the server's
+ * k; 1 and 2: never more; 0: never asked. The tokens stay the plain run's.
+ */
+typedef struct limit_src {
+    sy_spec_source base;
+    const out *plain;
+    int32_t most[4], asked[4]; /* by request id - 1 */
+} limit_src;
+
+static int limit_propose(sy_spec_source *src, sy_seq *const *seqs, int32_t n, int32_t kmax, int32_t *drafts,
+                         int32_t *n_drafts, sy_err *err)
+{
+    (void)err;
+    limit_src *o = (limit_src *)src;
+    for (int32_t i = 0; i < n; i++) {
+        const sy_seq *q = seqs[i];
+        const out *p = &o->plain[q->id - 1];
+        const int32_t gen = q->n_tokens - q->n_prompt;
+        n_drafts[i] = 0;
+        for (int32_t j = 0; j < kmax && gen + j < p->n; j++)
+            drafts[i * kmax + n_drafts[i]++] = p->toks[gen + j];
+        o->asked[q->id - 1]++;
+        if (n_drafts[i] > o->most[q->id - 1])
+            o->most[q->id - 1] = n_drafts[i];
+    }
+    return SY_OK;
+}
+
+static const sy_spec_source_ops limit_ops = {.method = SY_SPEC_NGRAM, .after_step = oracle_after_step,
+                                             .propose = limit_propose, .forget = oracle_forget, .free = oracle_free};
+
+static void request_draft_limit(const char *model)
+{
+    const char *extra[] = {"scheduler.max_running=8", "speculative.num_draft_tokens=4"};
+    sy_config *cfg = make_config(model, true, extra, 2);
+    sy_engine *e = cfg ? open_engine(cfg) : NULL;
+    CHECK(e != NULL);
+    if (!e) {
+        sy_config_free(cfg);
+        return;
+    }
+    static req_spec r[4];
+    make_prompts(r, 4, sy_engine_model_config(e)->vocab, 9, false);
+    for (int i = 0; i < 4; i++) {
+        r[i].arrive_step = 0;
+        r[i].max_tokens = 32;
+    }
+    const int32_t ask[4] = {-1, 1, 0, 2}; /* -1: the field left out */
+    sy_err err = {{0}};
+    sy_sched *s = NULL;
+    limit_src o = {.base = {.ops = &limit_ops}, .plain = ra.o};
+    if (run_set(e, cfg, false, r, 4, &ra, NULL) == 0 && sy_sched_new(e, NULL, &s, &err) == 0 &&
+        sy_sched_enable_spec(s, cfg, &err) == 0) {
+        CHECK(sy_sched_spec_k(s) == 4);
+        sy__sched_set_spec_source(s, &o.base);
+        static out got[4];
+        memset(got, 0, sizeof got);
+        for (int i = 0; i < 4; i++) {
+            sy_request q = {.struct_size = sizeof q, .prompt_ids = r[i].prompt, .n_prompt = (size_t)r[i].n_prompt,
+                            .max_tokens = r[i].max_tokens, .top_p = 1.0f, .repetition_penalty = 1.0f,
+                            .skip_special = 1, .top_logprobs = -1, .on_event = on_event, .user = &got[i],
+                            .has_num_draft_tokens = ask[i] >= 0, .num_draft_tokens = ask[i] >= 0 ? ask[i] : 0};
+            sy_seq *sq = NULL;
+            CHECK(sy_seq_new(&q, e, NULL, (uint64_t)i + 1, &sq, &err) == 0);
+            CHECK(sq && sy_seq_set_draft_limit(sq, &q, sy_sched_spec_k(s), &err) == SY_OK);
+            if (sq)
+                sy_sched_add(s, sq);
+        }
+        for (int step = 0; !sy_sched_idle(s) && step < 1000; step++)
+            CHECK(sy_sched_step(s, &err) >= 0);
+        for (int i = 0; i < 4; i++)
+            CHECK(got[i].done && got[i].n == ra.o[i].n &&
+                  memcmp(got[i].toks, ra.o[i].toks, sizeof(int32_t) * (size_t)got[i].n) == 0);
+        printf("num_draft_tokens: left out / 1 / 0 / 2 got at most %d / %d / %d / %d drafts a step (asked %d / %d / "
+               "%d / %d times)\n", o.most[0], o.most[1], o.most[2], o.most[3], o.asked[0], o.asked[1], o.asked[2],
+               o.asked[3]);
+        CHECK(o.most[0] == 4);
+        CHECK(o.most[1] == 1 && o.asked[1] > 4);
+        CHECK(o.asked[2] == 0);
+        CHECK(o.most[3] == 2 && o.asked[3] > 4);
+        sy_sched_free(s);
+    } else {
+        fprintf(stderr, "FAIL scheduler: %s\n", err.msg);
+        CHECK(0);
+        sy_sched_free(s);
+    }
+    sy_engine_close(e);
+    sy_config_free(cfg);
+}
+
+/* The host checks num_draft_tokens itself, whatever frontend submitted it: outside [0, k], or on a server that
+ * does not speculate, it is refused naming the field; a struct that ends before it (ABI 1.2) is not read. */
+static void draft_limit_errors(const char *model)
+{
+    sy_config *cfg = make_config(model, true, NULL, 0);
+    sy_engine *e = cfg ? open_engine(cfg) : NULL;
+    CHECK(e != NULL);
+    if (!e) {
+        sy_config_free(cfg);
+        return;
+    }
+    const int32_t prompt[] = {1, 2, 3};
+    out o = {0};
+    sy_request q = {.struct_size = sizeof q, .prompt_ids = prompt, .n_prompt = 3, .max_tokens = 4, .top_p = 1.0f,
+                    .repetition_penalty = 1.0f, .skip_special = 1, .top_logprobs = -1, .on_event = on_event,
+                    .user = &o, .has_num_draft_tokens = 1};
+    sy_err err = {{0}};
+    sy_seq *sq = NULL;
+    CHECK(sy_seq_new(&q, e, NULL, 1, &sq, &err) == SY_OK);
+    if (sq) {
+        const struct { int32_t value, k; const char *want; } bad[] = {
+            {5, 4, "num_draft_tokens: expected an integer in [0, 4]"}, {5, 4, "found 5"},
+            {-1, 4, "found -1"}, {1, 0, "does not speculate"}, {0, 0, "found 0"},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            q.num_draft_tokens = bad[i].value;
+            err.msg[0] = 0;
+            CHECK(sy_seq_set_draft_limit(sq, &q, bad[i].k, &err) == SY_ERR_INVALID);
+            CHECK_CONTAINS(err.msg, bad[i].want);
+        }
+        q.num_draft_tokens = 4;
+        CHECK(sy_seq_set_draft_limit(sq, &q, 4, &err) == SY_OK && sq->spec_max == 4 && !sq->spec_off);
+        q.num_draft_tokens = 0;
+        CHECK(sy_seq_set_draft_limit(sq, &q, 4, &err) == SY_OK && sq->spec_off);
+        sy_seq_free(sq);
+        sq = NULL;
+        /* An ABI 1.2 caller: the fields past its struct_size are whatever lies there, never read. */
+        q.struct_size = (uint32_t)offsetof(sy_request, has_num_draft_tokens);
+        q.num_draft_tokens = 99;
+        CHECK(sy_seq_new(&q, e, NULL, 2, &sq, &err) == SY_OK);
+        CHECK(sq && sy_seq_set_draft_limit(sq, &q, 0, &err) == SY_OK && sq->spec_max == 0 && !sq->spec_off);
+        sy_seq_free(sq);
+    }
+    printf("num_draft_tokens: out-of-range values and values on a server without speculation refused, naming the "
+           "field\n");
+    sy_engine_close(e);
+    sy_config_free(cfg);
+}
+
 /* [speculative] errors name the key and where it was set. */
 static void config_errors(void)
 {
@@ -798,6 +940,8 @@ int main(void)
     max_batch_off(small);
     prefix_cache_clean(small);
     metrics_counters(small);
+    request_draft_limit(small);
+    draft_limit_errors(small);
     request_switch_off(small);
     chi_square(stories);
     return sy_test_done("test_spec");

@@ -663,6 +663,20 @@ static void parse_sampling(anth_req *r, const sy_model_info *mi)
         else
             q->top_k = (int32_t)json_integer_value(k);
     }
+    /* The type here; the range (up to the server's [speculative] num_draft_tokens) in the host, which knows it. */
+    json_t *nd = json_object_get(r->root, "num_draft_tokens");
+    if (nd && !json_is_null(nd) && !r->failed) {
+        if (!json_is_integer(nd))
+            bad(r, "num_draft_tokens: expected an integer (0: no drafts; 1..k: at most that many per step), found %s",
+                json_is_real(nd) ? "a number with a fraction" : type_name(nd));
+        else if (json_integer_value(nd) < INT32_MIN || json_integer_value(nd) > INT32_MAX)
+            bad(r, "num_draft_tokens: expected an integer, found %lld (out of range)",
+                (long long)json_integer_value(nd));
+        else {
+            q->has_num_draft_tokens = 1;
+            q->num_draft_tokens = (int32_t)json_integer_value(nd);
+        }
+    }
     q->repetition_penalty = 1.0f;
     q->skip_special = 1;
     q->top_logprobs = -1;
@@ -731,7 +745,7 @@ static void check_top_level(anth_req *r)
     static const char *const create_keys[] = {"model", "max_tokens", "messages", "system", "stop_sequences",
                                               "stream", "temperature", "top_p", "top_k", "tools", "tool_choice",
                                               "metadata", "thinking", "service_tier", "cache_control",
-                                              "output_config", "context_management", NULL};
+                                              "output_config", "context_management", "num_draft_tokens", NULL};
     static const char *const count_keys[] = {"model", "messages", "system", "tools", "tool_choice", "thinking",
                                              "cache_control", "output_config", "context_management", NULL};
     const char *key;

@@ -37,6 +37,20 @@ void oai_path(char *out, const char *fmt, ...)
     va_end(ap);
 }
 
+const char *oai_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "a list";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number with a fraction";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
 json_t *oai_field(oai_req *r, const char *key)
 {
     json_t *v = json_object_get(r->root, key);
@@ -259,6 +273,24 @@ static void build_completion_prompt(oai_req *r)
     }
 }
 
+/* The type here; the range (0 up to the server's [speculative] num_draft_tokens, or no value at all when the
+ * server does not speculate) in the host, which knows the configuration and answers a 400 naming the field. */
+static void parse_num_draft_tokens(oai_req *r)
+{
+    json_t *v = oai_field(r, "num_draft_tokens");
+    if (!v || r->failed)
+        return;
+    if (!json_is_integer(v) || json_integer_value(v) < INT32_MIN || json_integer_value(v) > INT32_MAX) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "'%%s' must be an integer (0: no drafts; 1..k: at most that many per step), "
+                                  "found %s", json_is_integer(v) ? "an integer out of range" : oai_type_name(v));
+        oai_bad(r, "num_draft_tokens", msg, NULL);
+        return;
+    }
+    r->req.has_num_draft_tokens = 1;
+    r->req.num_draft_tokens = (int32_t)json_integer_value(v);
+}
+
 static void parse_fields(oai_req *r, const sy_model_info *mi)
 {
     long long v;
@@ -311,6 +343,7 @@ static void parse_fields(oai_req *r, const sy_model_info *mi)
         q->seed = (uint64_t)json_integer_value(seed);
         q->has_seed = 1;
     }
+    parse_num_draft_tokens(r);
     int b = 0;
     get_bool(r, "ignore_eos", &b);
     q->ignore_eos = b;

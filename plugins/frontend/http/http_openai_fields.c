@@ -43,6 +43,7 @@ static const oai_field_decl fields[] = {
     {"presence_penalty", EP_BOTH, F_HANDLED, NULL},
     {"repetition_penalty", EP_BOTH, F_HANDLED, NULL},
     {"seed", EP_BOTH, F_HANDLED, NULL},
+    {"num_draft_tokens", EP_BOTH, F_HANDLED, NULL}, /* speculative decoding, per request */
     {"stop", EP_BOTH, F_HANDLED, NULL},
     {"stop_token_ids", EP_BOTH, F_HANDLED, NULL},
     {"ignore_eos", EP_BOTH, F_HANDLED, NULL},
