@@ -3,8 +3,10 @@
  * 8 lanes and 16 registers. Weights are dequantised in registers:
  *  - FP8 E4M3 -> F16 by shifts (q * 2^-8, the 2^8 folded into the scale
  *    unless that overflows), then vcvtph2ps;
- *  - E2M1: a vpshufb table of F16 high bytes, then vcvtph2ps (NVFP4 and
- *    MXFP4 alike: only the block scale's decode, E4M3 or E8M0, differs).
+ *  - E2M1: in the main loops a vpermps table of |q| * s per block, the sign
+ *    xor'ed in; in tails and the many-rows path a vpshufb table of F16 high
+ *    bytes, then vcvtph2ps (NVFP4 and MXFP4 alike: only the block scale's
+ *    decode, E4M3 or E8M0, differs).
  * Each vector is multiplied by its block's scale and fed to the FMAs of up
  * to QNR rows of x. Compiled for the target by pragma; only called after
  * syk_isa_usable() said yes.
@@ -124,27 +126,6 @@ INL __m256 wscale(__m256 d, float sf, float s, const int dt, const int big)
     return _mm256_mul_ps(d, _mm256_set1_ps(sf));
 }
 
-/*
- * 32 E2M1 elements (16 bytes at p, low nibble first) as four vectors of F32
- * values, unscaled: deq8's decode with one load, one nibble split and two
- * vpshufb for four vectors (on Zen 3 the 8-element form spent most of its
- * time in that per-vector set-up).
- */
-INL void deq32_fp4(const uint8_t *p, __m256 f[4])
-{
-    const __m128i hib = _mm_setr_epi8(0x00, 0x38, 0x3c, 0x3e, 0x40, 0x42, 0x44, 0x46, (char)0x80, (char)0xb8,
-                                      (char)0xbc, (char)0xbe, (char)0xc0, (char)0xc2, (char)0xc4, (char)0xc6);
-    const __m128i nib = _mm_set1_epi8(0x0f), z = _mm_setzero_si128();
-    const __m128i b = _mm_loadu_si128((const __m128i *)p);
-    const __m128i lo = _mm_and_si128(b, nib), hi = _mm_and_si128(_mm_srli_epi16(b, 4), nib);
-    const __m128i t0 = _mm_shuffle_epi8(hib, _mm_unpacklo_epi8(lo, hi));
-    const __m128i t1 = _mm_shuffle_epi8(hib, _mm_unpackhi_epi8(lo, hi));
-    f[0] = _mm256_cvtph_ps(_mm_unpacklo_epi8(z, t0));
-    f[1] = _mm256_cvtph_ps(_mm_unpackhi_epi8(z, t0));
-    f[2] = _mm256_cvtph_ps(_mm_unpacklo_epi8(z, t1));
-    f[3] = _mm256_cvtph_ps(_mm_unpackhi_epi8(z, t1));
-}
-
 /* 16 FP8 elements at p as two vectors of q * 2^-8 (deq8's decode, one widening for both). */
 INL void deq16_fp8(const uint8_t *p, __m256 f[2])
 {
@@ -207,27 +188,38 @@ INL int64_t fp8_block(const syk_qcall *c, const float *x, const uint8_t *const *
     return kk;
 }
 
-/* 32 FP4 elements of every row from e (relative to x), row j's two 16-element halves scaled by s0[j] and s1[j]. */
+/*
+ * 32 FP4 elements of every row from e (relative to x), row j's two 16-element
+ * halves scaled by s0[j] and s1[j]. The scale goes into an 8-entry table of
+ * magnitudes (|q| * s, the product deq8's q times s rounds to; negation is
+ * exact, so the sign bit is then xor'ed in): per 8 weights a broadcast load,
+ * vpsrlvd, vpermps and the sign, no widening or multiply (10% faster in L2
+ * on Zen 3 than a vpshufb decode of 32 elements and vcvtph2ps plus multiply).
+ */
 INL void fp4_step(const syk_qcall *c, const float *x, const uint8_t *const *wr, int64_t kabs, int64_t e,
                   const float *s0, const float *s1, const uint8_t *pf, __m256 (*cacc)[QMR], const int nr,
                   const int mr, const int dt)
 {
     qprefetch(pf, kabs, e, mr, dt);
     qprefetch(pf, kabs, e + 16, mr, dt);
+    const __m256 mag = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+    const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sgn = _mm256_set1_epi32((int)0x80000000u);
 #pragma GCC unroll 8
     for (int j = 0; j < mr; j++) {
-        __m256 f[4];
-        deq32_fp4(wr[j] + (kabs + e) / 2, f);
-        const __m256 a = _mm256_broadcast_ss(s0 + j), b = _mm256_broadcast_ss(s1 + j);
-        f[0] = _mm256_mul_ps(f[0], a);
-        f[1] = _mm256_mul_ps(f[1], a);
-        f[2] = _mm256_mul_ps(f[2], b);
-        f[3] = _mm256_mul_ps(f[3], b);
+        const __m256 t0 = _mm256_mul_ps(mag, _mm256_broadcast_ss(s0 + j));
+        const __m256 t1 = s0 == s1 ? t0 : _mm256_mul_ps(mag, _mm256_broadcast_ss(s1 + j));
+        const uint8_t *p = wr[j] + (kabs + e) / 2;
 #pragma GCC unroll 4
-        for (int i = 0; i < nr; i++)
+        for (int q = 0; q < 4; q++) {
+            uint32_t u;
+            memcpy(&u, p + 4 * q, sizeof u);
+            const __m256i n = _mm256_srlv_epi32(_mm256_set1_epi32((int)u), sh);
+            __m256 v = _mm256_permutevar8x32_ps(q < 2 ? t0 : t1, n);
+            v = _mm256_xor_ps(v, _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(n, 28), sgn)));
 #pragma GCC unroll 4
-            for (int q = 0; q < 4; q++)
-                cacc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * c->ldx + e + 8 * q), f[q], cacc[i][j]);
+            for (int i = 0; i < nr; i++)
+                cacc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * c->ldx + e + 8 * q), v, cacc[i][j]);
+        }
     }
 }
 
