@@ -1,7 +1,8 @@
 /*
  * libsykern's quantised weights (sykquant.h), against a float64 reference
  * that decodes every code longhand: FP8 E4M3 with 128 x 128 block scales
- * and with one per-tensor scale, NVFP4 (E2M1, low nibble first, an E4M3
+ * (also scales near 2^121, past what a kernel may fold a 2^8 into) and
+ * with one per-tensor scale, NVFP4 (E2M1, low nibble first, an E4M3
  * scale per 16 elements and a global scale), MXFP4 (the same codes, an
  * E8M0 power-of-two scale per 32). For every ISA this machine
  * runs: each decoded value exact, products on odd shapes (tails, several
@@ -61,8 +62,9 @@ static void test_codes(void)
                  (double)syk_e2m1_to_f32(n), ref_e2m1(n));
 }
 
-typedef enum qkind { Q_FP8_BLOCK, Q_FP8_TENSOR, Q_NVFP4, Q_MXFP4, Q_KINDS } qkind;
-static const char *const qnames[] = {"fp8 block 128x128", "fp8 per-tensor", "nvfp4", "mxfp4"};
+/* Q_FP8_BIG: 128 x 128 blocks with scales near 2^121, where folding a kernel's 2^8 into the scale overflows. */
+typedef enum qkind { Q_FP8_BLOCK, Q_FP8_TENSOR, Q_NVFP4, Q_MXFP4, Q_FP8_BIG, Q_KINDS } qkind;
+static const char *const qnames[] = {"fp8 block 128x128", "fp8 per-tensor", "nvfp4", "mxfp4", "fp8 scales ~2^121"};
 
 typedef struct qweight {
     sy_tensor t;
@@ -107,12 +109,14 @@ static void qweight_make(qweight *q, qkind kind, int64_t N, int64_t K, th_rng *r
     for (int64_t i = 0; i < N * K; i++) {
         uint8_t b = (uint8_t)th_next(r);
         q->data[i] = (b & 0x7f) == 0x7f ? (uint8_t)(b ^ 1) : b; /* no NaN codes */
+        if (kind == Q_FP8_BIG) /* |q| < 32, so q * 2^122 stays finite */
+            q->data[i] = (uint8_t)((b & 0x87) | ((b & 0x78) % 0x60));
     }
-    const int64_t b0 = kind == Q_FP8_BLOCK ? 128 : N, b1 = kind == Q_FP8_BLOCK ? 128 : K;
+    const int64_t b0 = kind == Q_FP8_TENSOR ? N : 128, b1 = kind == Q_FP8_TENSOR ? K : 128;
     const int64_t ns = ((N + b0 - 1) / b0) * ((K + b1 - 1) / b1);
     q->scale32 = malloc(sizeof(float) * (size_t)ns);
     for (int64_t i = 0; i < ns; i++)
-        q->scale32[i] = (float)th_uniform(r, 1e-4, 3e-3);
+        q->scale32[i] = kind == Q_FP8_BIG ? (float)th_uniform(r, 0x1p121, 0x1p122) : (float)th_uniform(r, 1e-4, 3e-3);
     sy_tensor_init(&q->t, q->data, SY_DTYPE_FP8_E4M3, 2, shape);
     q->t.scale = q->scale32;
     q->t.scale_dtype = SY_DTYPE_F32;
@@ -175,8 +179,8 @@ static void test_gemm(const syk_kernels *kern, qkind kind, int64_t N, int64_t K,
     float *x = malloc(sizeof(float) * (size_t)(n * K));
     float *out = malloc(sizeof(float) * (size_t)(n * N));
     float *one = malloc(sizeof(float) * (size_t)N);
-    for (int64_t i = 0; i < n * K; i++)
-        x[i] = (float)th_uniform(&r, -1, 1);
+    for (int64_t i = 0; i < n * K; i++) /* Q_FP8_BIG: x small enough that every product is finite */
+        x[i] = (float)th_uniform(&r, -1, 1) * (kind == Q_FP8_BIG ? 0x1p-100f : 1.0f);
     syk_gemm g = {.x = x, .ldx = K, .w = q.t.data, .wdtype = q.t.dtype, .ldw = K, .out = out, .ldo = N, .n = n,
                   .m = N, .k = K, .wq = &q.t};
     syk_gemm_run(kern, &g, NULL);
