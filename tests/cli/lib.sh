@@ -1,4 +1,4 @@
-# Shared by the tests of the commands (tests/cli/*.sh, tests/comm/test_bench_comm*.sh, tests/bench/test_bench_spec.sh; sourced): the build's
+# Shared by the tests of the commands (tests/cli/*.sh, tests/comm/test_bench_comm*.sh, tests/bench/*.sh, and tests/faults/lib.sh; sourced): the build's
 # switchyard and config, a scratch directory removed on exit, and result counting.
 : "${SY_BUILDDIR:?run through make check}"
 sy=$SY_BUILDDIR/switchyard

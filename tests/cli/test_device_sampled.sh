@@ -14,14 +14,10 @@ set -u
 : "${SY_BUILDDIR:?run through make check}"
 : "${SY_PLUGIN_DIR:?run through make check}"
 : "${SY_TEST_PLUGIN_DIR:?run through make check}"
-if [ -z "${SY_SHARED_DIR:-}" ] || [ ! -d "$SY_SHARED_DIR/models/stories260k" ] ||
-    [ ! -d "$SY_SHARED_DIR/models/tiny-llama" ]; then
-    echo "FAIL: SY_SHARED_DIR (${SY_SHARED_DIR:-unset}) has no models/stories260k or models/tiny-llama" >&2
-    exit 1
-fi
-# sy, ini, tmp (removed at exit with the server in pid), ok, bad and start_server.
+# sy, cfg, tmp (removed at exit with the server in pid), ok, bad, need_model and start_server.
 . "${SY_SRCDIR:?run through make check}/tests/faults/lib.sh"
-cfg=$ini
+need_model stories260k
+need_model tiny-llama
 N=32
 threads="--set device.threads=2" # [device] keys of the cpu device (the test device below has its own)
 # gen MODEL MODE [ARGS]: the generated ids; "$tmp/err" keeps stderr.

@@ -12,10 +12,7 @@
 # A replay that succeeds needs a GPU (tests/gpu/run.sh's graph steps).
 set -u
 . "${SY_SRCDIR:?run through make check}/tests/faults/lib.sh"
-if [ -z "${SY_SHARED_DIR:-}" ] || [ ! -d "$SY_SHARED_DIR/models/stories260k" ]; then
-    echo "FAIL: SY_SHARED_DIR (${SY_SHARED_DIR:-unset}) has no models/stories260k" >&2
-    exit 1
-fi
+need_model stories260k
 model=$SY_SHARED_DIR/models/stories260k
 for f in "$SY_BUILDDIR/build-plugins/sy-device-cpu.so" "$SY_BUILDDIR/build-plugins/sy-attn-cpu.so" \
     "$SY_TEST_PLUGIN_DIR/sygraph.so" "$SY_TEST_PLUGIN_DIR/sygraph-attn.so"; do

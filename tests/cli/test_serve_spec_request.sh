@@ -14,10 +14,7 @@
 #     400 naming the field, and leaving it out works.
 set -u
 . "${SY_SRCDIR:?run through make check}/tests/faults/lib.sh"
-if [ -z "${SY_SHARED_DIR:-}" ] || [ ! -d "$SY_SHARED_DIR/models/stories260k" ]; then
-    echo "FAIL: SY_SHARED_DIR (${SY_SHARED_DIR:-unset}) has no models/stories260k" >&2
-    exit 1
-fi
+need_model stories260k
 model=$SY_SHARED_DIR/models/stories260k
 json='content-type: application/json'
 prompt='Once upon a time, there was a little girl named Lily. Once upon a time, there was a little'

@@ -1,8 +1,8 @@
-# Shared by tests/faults/*.sh (sourced): start and stop `switchyard serve`
-# on a free loopback port (tests/lib/serve.sh), read its metrics, count results.
-: "${SY_BUILDDIR:?run through make check}"
-sy=$SY_BUILDDIR/switchyard
-ini=$SY_BUILDDIR/etc/switchyard-build.ini
+# Shared by tests/faults/*.sh and the serve tests of tests/cli (sourced): what tests/cli/lib.sh gives (sy, cfg,
+# tmp, ok/bad, need_model), starting and stopping `switchyard serve` on a free loopback port (tests/lib/serve.sh),
+# and reading its metrics.
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
+ini=$cfg
 # The build's synthetic model, not the config's default (stories260k): the
 # timings and limits here were set for its speed and its 2048-token context.
 small=$SY_BUILDDIR/models/small
@@ -14,11 +14,6 @@ need_tool() {
     done
 }
 need_tool curl python3
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sy-faults.XXXXXX")
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 . "$SY_SRCDIR/tests/lib/serve.sh"
 
 # start_server NAME [serve arguments...]: serve_start on the build's config and $small (a --model in the arguments
