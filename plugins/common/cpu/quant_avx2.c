@@ -151,10 +151,11 @@ INL void qprefetch(const uint8_t *pf, int64_t kabs, int64_t kk, const int mr, co
 }
 
 /*
- * The FP8 steps of one scale block, kk to bend (16, then 8 elements at a
- * time): each row's weights are decoded, scaled and fed to its FMAs before
- * the next row's, so one row's vectors are live at a time (decoding all mr
- * rows first spilled to the stack). Returns where it stopped (< 8 left).
+ * The 16-element FP8 steps of one scale block, from kk toward bend: each
+ * row's weights are decoded, scaled and fed to its FMAs before the next
+ * row's, so one row's vectors are live at a time (decoding all mr rows first
+ * spilled to the stack). Returns where it stopped (< 16 left: the caller's
+ * 8-element step, shared with FP4, takes the rest).
  */
 INL int64_t fp8_block(const syk_qcall *c, const float *x, const uint8_t *const *wr, int64_t kabs, int64_t kk,
                       int64_t bend, const float *sf, const float *s, const uint8_t *pf, __m256 (*cacc)[QMR],
@@ -173,16 +174,6 @@ INL int64_t fp8_block(const syk_qcall *c, const float *x, const uint8_t *const *
                 cacc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * c->ldx + kk), w0, cacc[i][j]);
                 cacc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * c->ldx + kk + 8), w1, cacc[i][j]);
             }
-        }
-    }
-    for (; kk + 8 <= bend; kk += 8) {
-        qprefetch(pf, kabs, kk, mr, FP8);
-#pragma GCC unroll 8
-        for (int j = 0; j < mr; j++) {
-            const __m256 wv = wscale(deq8(wr[j], kabs + kk, FP8), sf[j], s[j], FP8, big);
-#pragma GCC unroll 4
-            for (int i = 0; i < nr; i++)
-                cacc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * c->ldx + kk), wv, cacc[i][j]);
         }
     }
     return kk;
