@@ -35,6 +35,21 @@
 
 #define HTTP_NAME "http"
 
+/* What a JSON value was found to be, for the 400s of both APIs ("expected an integer, found a string"). */
+static inline const char *http_json_type(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "a list";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number with a fraction";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
 #if defined(__has_include)
 #if __has_include(<openssl/ssl.h>)
 #define SY_HTTP_TLS 1

@@ -52,20 +52,6 @@ static void bad(anth_req *r, const char *fmt, ...)
     http_respond_error(r->st, 400, "invalid_request_error", NULL, NULL, "%s", msg);
 }
 
-static const char *type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "a list";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
 static int in_list(const char *key, const char *const *list)
 {
     for (; *list; list++)
@@ -106,7 +92,7 @@ static void text_block(anth_req *r, json_t *b, const char *path, const char *sep
     static const char *const text_keys[] = {"type", "text", "cache_control", "citations", NULL};
     json_t *text = json_object_get(b, "text"), *cit = json_object_get(b, "citations");
     if (!json_is_string(text)) {
-        bad(r, "%s.text: expected a string, found %s", path, text ? type_name(text) : "nothing");
+        bad(r, "%s.text: expected a string, found %s", path, text ? http_json_type(text) : "nothing");
         return;
     }
     if (cit && !json_is_null(cit) && !(json_is_array(cit) && json_array_size(cit) == 0)) {
@@ -128,7 +114,7 @@ static void join_text(anth_req *r, json_t *v, const char *path, const char *sep,
         return;
     }
     if (!json_is_array(v)) {
-        bad(r, "%s: expected a string or a list of text blocks, found %s", path, type_name(v));
+        bad(r, "%s: expected a string or a list of text blocks, found %s", path, http_json_type(v));
         return;
     }
     for (size_t i = 0; i < json_array_size(v) && !r->failed; i++) {
@@ -191,9 +177,9 @@ static void convert_user(anth_req *r, json_t *content, const char *path)
             json_t *id = json_object_get(b, "tool_use_id"), *c = json_object_get(b, "content");
             json_t *err = json_object_get(b, "is_error");
             if (!r->failed && !json_is_string(id))
-                bad(r, "%s.tool_use_id: expected a string, found %s", p, id ? type_name(id) : "nothing");
+                bad(r, "%s.tool_use_id: expected a string, found %s", p, id ? http_json_type(id) : "nothing");
             if (!r->failed && err && !json_is_null(err) && !json_is_boolean(err))
-                bad(r, "%s.is_error: expected a boolean, found %s", p, type_name(err));
+                bad(r, "%s.is_error: expected a boolean, found %s", p, http_json_type(err));
             hbuf out = {0};
             char cp[144];
             snprintf(cp, sizeof cp, "%s.content", p);
@@ -236,11 +222,11 @@ static void convert_assistant(anth_req *r, json_t *content, const char *path)
             json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name");
             json_t *input = json_object_get(b, "input");
             if (!r->failed && !json_is_string(id))
-                bad(r, "%s.id: expected a string, found %s", p, id ? type_name(id) : "nothing");
+                bad(r, "%s.id: expected a string, found %s", p, id ? http_json_type(id) : "nothing");
             if (!r->failed && !json_is_string(name))
-                bad(r, "%s.name: expected a string, found %s", p, name ? type_name(name) : "nothing");
+                bad(r, "%s.name: expected a string, found %s", p, name ? http_json_type(name) : "nothing");
             if (!r->failed && !json_is_object(input))
-                bad(r, "%s.input: expected an object, found %s", p, input ? type_name(input) : "nothing");
+                bad(r, "%s.input: expected an object, found %s", p, input ? http_json_type(input) : "nothing");
             if (!r->failed)
                 json_array_append_new(calls, json_pack("{s:O, s:s, s:{s:O, s:O}}", "id", id, "type", "function",
                                                        "function", "name", name, "arguments", input));
@@ -249,7 +235,7 @@ static void convert_assistant(anth_req *r, json_t *content, const char *path)
             check_keys(r, b, p, keys);
             json_t *th = json_object_get(b, "thinking");
             if (!r->failed && !json_is_string(th))
-                bad(r, "%s.thinking: expected a string, found %s", p, th ? type_name(th) : "nothing");
+                bad(r, "%s.thinking: expected a string, found %s", p, th ? http_json_type(th) : "nothing");
             if (!r->failed)
                 hbuf_append(&reasoning, json_string_value(th), json_string_length(th));
         } else if (strcmp(t, "redacted_thinking") == 0) {
@@ -281,7 +267,7 @@ static void convert_messages(anth_req *r)
     }
     if (!json_is_array(msgs) || !json_array_size(msgs)) {
         bad(r, "messages: expected a non-empty list of messages, found %s",
-            json_is_array(msgs) ? "an empty list" : type_name(msgs));
+            json_is_array(msgs) ? "an empty list" : http_json_type(msgs));
         return;
     }
     json_t *sys = json_object_get(r->root, "system");
@@ -298,14 +284,14 @@ static void convert_messages(anth_req *r)
         char p[64];
         snprintf(p, sizeof p, "messages.%zu", i);
         if (!json_is_object(m)) {
-            bad(r, "%s: expected an object, found %s", p, type_name(m));
+            bad(r, "%s: expected an object, found %s", p, http_json_type(m));
             return;
         }
         static const char *const keys[] = {"role", "content", NULL};
         check_keys(r, m, p, keys);
         json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
         if (!r->failed && !json_is_string(role))
-            bad(r, "%s.role: expected \"user\" or \"assistant\", found %s", p, role ? type_name(role) : "nothing");
+            bad(r, "%s.role: expected \"user\" or \"assistant\", found %s", p, role ? http_json_type(role) : "nothing");
         if (r->failed)
             return;
         const char *rs = json_string_value(role);
@@ -331,7 +317,7 @@ static void convert_messages(anth_req *r)
                 convert_assistant(r, content, cp);
         } else {
             bad(r, "%s: expected a string or a list of content blocks, found %s", cp,
-                content ? type_name(content) : "nothing");
+                content ? http_json_type(content) : "nothing");
         }
     }
 }
@@ -342,7 +328,7 @@ static void convert_tools(anth_req *r)
     if (!tools || json_is_null(tools))
         return;
     if (!json_is_array(tools)) {
-        bad(r, "tools: expected a list of tools, found %s", type_name(tools));
+        bad(r, "tools: expected a list of tools, found %s", http_json_type(tools));
         return;
     }
     if (!json_array_size(tools))
@@ -353,13 +339,13 @@ static void convert_tools(anth_req *r)
         char p[48];
         snprintf(p, sizeof p, "tools.%zu", i);
         if (!json_is_object(t)) {
-            bad(r, "%s: expected an object, found %s", p, type_name(t));
+            bad(r, "%s: expected an object, found %s", p, http_json_type(t));
             return;
         }
         json_t *type = json_object_get(t, "type");
         if (type && !json_is_null(type) && !(json_is_string(type) && strcmp(json_string_value(type), "custom") == 0)) {
             bad(r, "%s.type: only client tools (\"custom\", or no type) are supported, found %s%s%s", p,
-                json_is_string(type) ? "\"" : "", json_is_string(type) ? json_string_value(type) : type_name(type),
+                json_is_string(type) ? "\"" : "", json_is_string(type) ? json_string_value(type) : http_json_type(type),
                 json_is_string(type) ? "\" (Anthropic's server-defined tools run on Anthropic's servers)" : "");
             return;
         }
@@ -370,19 +356,19 @@ static void convert_tools(anth_req *r)
         /* Arguments already stream as the parser produces them. */
         json_t *eager = json_object_get(t, "eager_input_streaming"), *strict = json_object_get(t, "strict");
         if (!r->failed && eager && !json_is_null(eager) && !json_is_boolean(eager))
-            bad(r, "%s.eager_input_streaming: expected a boolean, found %s", p, type_name(eager));
+            bad(r, "%s.eager_input_streaming: expected a boolean, found %s", p, http_json_type(eager));
         if (!r->failed && strict && !json_is_null(strict) && !json_is_false(strict))
             bad(r, "%s.strict: only false is supported (arguments are constrained to the schema with tool_choice "
                    "\"any\" or \"tool\", not per tool)", p);
         json_t *name = json_object_get(t, "name"), *desc = json_object_get(t, "description");
         json_t *schema = json_object_get(t, "input_schema");
         if (!r->failed && (!json_is_string(name) || !json_string_length(name)))
-            bad(r, "%s.name: expected a non-empty string, found %s", p, name ? type_name(name) : "nothing");
+            bad(r, "%s.name: expected a non-empty string, found %s", p, name ? http_json_type(name) : "nothing");
         if (!r->failed && desc && !json_is_null(desc) && !json_is_string(desc))
-            bad(r, "%s.description: expected a string, found %s", p, type_name(desc));
+            bad(r, "%s.description: expected a string, found %s", p, http_json_type(desc));
         if (!r->failed && !json_is_object(schema))
             bad(r, "%s.input_schema: expected a JSON schema object, found %s", p,
-                schema ? type_name(schema) : "nothing");
+                schema ? http_json_type(schema) : "nothing");
         if (r->failed)
             return;
         json_t *fn = json_pack("{s:O, s:O}", "name", name, "parameters", schema);
@@ -421,7 +407,7 @@ static void parse_tool_choice(anth_req *r)
     check_keys(r, tc, "tool_choice", strcmp(t, "none") == 0 ? keys_none : keys);
     json_t *dp = json_object_get(tc, "disable_parallel_tool_use"), *name = json_object_get(tc, "name");
     if (!r->failed && dp && !json_is_null(dp) && !json_is_boolean(dp))
-        bad(r, "tool_choice.disable_parallel_tool_use: expected a boolean, found %s", type_name(dp));
+        bad(r, "tool_choice.disable_parallel_tool_use: expected a boolean, found %s", http_json_type(dp));
     if (!r->failed && name && strcmp(t, "tool") != 0)
         bad(r, "tool_choice.name: only with \"type\": \"tool\"");
     if (r->failed)
@@ -443,7 +429,7 @@ static void parse_tool_choice(anth_req *r)
             return;
         if (!json_is_string(name)) {
             bad(r, "tool_choice.name: expected the name of one of \"tools\", found %s",
-                name ? type_name(name) : "nothing");
+                name ? http_json_type(name) : "nothing");
         } else if (!tool_named(r->tools, json_string_value(name))) {
             bad(r, "tool_choice.name: no tool named \"%s\" in \"tools\"", json_string_value(name));
         } else {
@@ -477,12 +463,12 @@ static void apply_context_management(anth_req *r)
     static const char *const keys[] = {"edits", NULL};
     json_t *edits = json_object_get(cm, "edits");
     if (!json_is_object(cm)) {
-        bad(r, "context_management: expected an object, found %s", type_name(cm));
+        bad(r, "context_management: expected an object, found %s", http_json_type(cm));
         return;
     }
     check_keys(r, cm, "context_management", keys);
     if (!r->failed && edits && !json_is_null(edits) && !json_is_array(edits))
-        bad(r, "context_management.edits: expected a list, found %s", type_name(edits));
+        bad(r, "context_management.edits: expected a list, found %s", http_json_type(edits));
     for (size_t i = 0; i < json_array_size(edits) && !r->failed; i++) {
         json_t *e = json_array_get(edits, i);
         char p[64];
@@ -550,7 +536,7 @@ static void parse_thinking(anth_req *r)
         if (r->failed)
             return;
         if (!json_is_integer(b)) {
-            bad(r, "thinking.budget_tokens: expected an integer, found %s", b ? type_name(b) : "nothing");
+            bad(r, "thinking.budget_tokens: expected an integer, found %s", b ? http_json_type(b) : "nothing");
             return;
         }
         long long v = json_integer_value(b);
@@ -588,7 +574,7 @@ static void parse_output_config(anth_req *r)
     if (!oc || json_is_null(oc) || r->failed)
         return;
     if (!json_is_object(oc)) {
-        bad(r, "output_config: expected an object, found %s", type_name(oc));
+        bad(r, "output_config: expected an object, found %s", http_json_type(oc));
         return;
     }
     static const char *const keys[] = {"effort", "format", NULL};
@@ -609,7 +595,7 @@ static void parse_output_config(anth_req *r)
     check_keys(r, fmt, "output_config.format", fkeys);
     if (!r->failed && !json_is_object(schema))
         bad(r, "output_config.format.schema: expected a JSON schema object, found %s",
-            schema ? type_name(schema) : "nothing");
+            schema ? http_json_type(schema) : "nothing");
     if (r->failed)
         return;
     r->schema_text = json_dumps(schema, JSON_COMPACT);
@@ -625,7 +611,7 @@ static void get_number(anth_req *r, const char *key, double lo, double hi, int l
         return;
     double d = json_number_value(v);
     if (!json_is_number(v))
-        bad(r, "%s: expected a number, found %s", key, type_name(v));
+        bad(r, "%s: expected a number, found %s", key, http_json_type(v));
     else if (!isfinite(d) || d < lo || d > hi || (lo_open && d == lo))
         bad(r, "%s: expected a number in %s%g, %g], found %g", key, lo_open ? "(" : "[", lo, hi, d);
     else
@@ -642,7 +628,7 @@ static void parse_sampling(anth_req *r, const sy_model_info *mi)
     }
     if (!json_is_integer(mt) || json_integer_value(mt) < 1) {
         bad(r, "max_tokens: expected a positive integer, found %s", json_is_integer(mt) ? "a number below 1"
-                                                                                        : type_name(mt));
+                                                                                        : http_json_type(mt));
         return;
     }
     /* A maximum, as Anthropic means it: the host clamps it to the context
@@ -657,7 +643,7 @@ static void parse_sampling(anth_req *r, const sy_model_info *mi)
     json_t *k = json_object_get(r->root, "top_k");
     if (k && !json_is_null(k) && !r->failed) {
         if (!json_is_integer(k))
-            bad(r, "top_k: expected an integer, found %s", type_name(k));
+            bad(r, "top_k: expected an integer, found %s", http_json_type(k));
         else if (json_integer_value(k) < 0 || json_integer_value(k) > (1 << 20))
             bad(r, "top_k: expected an integer in [0, 1048576], found %lld", (long long)json_integer_value(k));
         else
@@ -668,7 +654,7 @@ static void parse_sampling(anth_req *r, const sy_model_info *mi)
     if (nd && !json_is_null(nd) && !r->failed) {
         if (!json_is_integer(nd))
             bad(r, "num_draft_tokens: expected an integer (0: no drafts; 1..k: at most that many per step), found %s",
-                json_is_real(nd) ? "a number with a fraction" : type_name(nd));
+                http_json_type(nd));
         else if (json_integer_value(nd) < INT32_MIN || json_integer_value(nd) > INT32_MAX)
             bad(r, "num_draft_tokens: expected an integer, found %lld (out of range)",
                 (long long)json_integer_value(nd));
@@ -683,21 +669,21 @@ static void parse_sampling(anth_req *r, const sy_model_info *mi)
     json_t *s = json_object_get(r->root, "stream");
     if (s && !json_is_null(s) && !r->failed) {
         if (!json_is_boolean(s))
-            bad(r, "stream: expected a boolean, found %s", type_name(s));
+            bad(r, "stream: expected a boolean, found %s", http_json_type(s));
         r->streaming = json_is_true(s);
     }
     json_t *stops = json_object_get(r->root, "stop_sequences");
     if (stops && !json_is_null(stops) && !r->failed) {
         if (!json_is_array(stops) || json_array_size(stops) > ANTH_MAX_STOP) {
             bad(r, "stop_sequences: expected a list of at most %d strings, found %s", ANTH_MAX_STOP,
-                json_is_array(stops) ? "a longer list" : type_name(stops));
+                json_is_array(stops) ? "a longer list" : http_json_type(stops));
             return;
         }
         for (size_t i = 0; i < json_array_size(stops); i++) {
             json_t *one = json_array_get(stops, i);
             if (!json_is_string(one) || !json_string_length(one)) {
                 bad(r, "stop_sequences.%zu: expected a non-empty string, found %s", i,
-                    json_is_string(one) ? "an empty string" : type_name(one));
+                    json_is_string(one) ? "an empty string" : http_json_type(one));
                 return;
             }
             r->stops[i] = json_string_value(one);
@@ -710,10 +696,10 @@ static void parse_sampling(anth_req *r, const sy_model_info *mi)
         static const char *const keys[] = {"user_id", NULL};
         json_t *u = json_object_get(md, "user_id");
         if (!json_is_object(md))
-            bad(r, "metadata: expected an object, found %s", type_name(md));
+            bad(r, "metadata: expected an object, found %s", http_json_type(md));
         check_keys(r, md, "metadata", keys);
         if (!r->failed && u && !json_is_null(u) && !json_is_string(u))
-            bad(r, "metadata.user_id: expected a string, found %s", type_name(u));
+            bad(r, "metadata.user_id: expected a string, found %s", http_json_type(u));
     }
     json_t *tier = json_object_get(r->root, "service_tier");
     if (tier && !json_is_null(tier) && !r->failed &&
@@ -779,7 +765,7 @@ static void check_model(anth_req *r, const char *served, const sy_model_info *mi
     if (!m) {
         bad(r, "model: field required");
     } else if (!json_is_string(m)) {
-        bad(r, "model: expected a string, found %s", type_name(m));
+        bad(r, "model: expected a string, found %s", http_json_type(m));
     } else if (strcmp(json_string_value(m), served) != 0 && !(mi->id && strcmp(json_string_value(m), mi->id) == 0)) {
         r->failed = 1;
         http_respond_error(r->st, 404, "not_found_error", "model", NULL,

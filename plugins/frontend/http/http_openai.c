@@ -37,20 +37,6 @@ void oai_path(char *out, const char *fmt, ...)
     va_end(ap);
 }
 
-const char *oai_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "a list";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number with a fraction";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
 json_t *oai_field(oai_req *r, const char *key)
 {
     json_t *v = json_object_get(r->root, key);
@@ -283,7 +269,7 @@ static void parse_num_draft_tokens(oai_req *r)
     if (!json_is_integer(v) || json_integer_value(v) < INT32_MIN || json_integer_value(v) > INT32_MAX) {
         char msg[160];
         snprintf(msg, sizeof msg, "'%%s' must be an integer (0: no drafts; 1..k: at most that many per step), "
-                                  "found %s", json_is_integer(v) ? "an integer out of range" : oai_type_name(v));
+                                  "found %s", json_is_integer(v) ? "an integer out of range" : http_json_type(v));
         oai_bad(r, "num_draft_tokens", msg, NULL);
         return;
     }

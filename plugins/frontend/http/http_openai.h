@@ -47,8 +47,6 @@ void oai_bad_code(oai_req *r, const char *param, const char *code, const char *f
 void oai_path(char *out, const char *fmt, ...) SY__PRINTF(2, 3);
 /* root[key], with null read as absent. */
 json_t *oai_field(oai_req *r, const char *key);
-/* "a string", "an integer"...: what a field was found to be, for errors. */
-const char *oai_type_name(const json_t *v);
 /* Every key of obj (at path, "" for the body) must be in allowed (NULL-terminated): else 400 "unknown field". */
 void oai_check_keys(oai_req *r, json_t *obj, const char *path, const char *const *allowed);
 /* OpenAI's rule for function and json_schema names: 1-64 of a-z A-Z 0-9 _ -. */
