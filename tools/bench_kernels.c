@@ -2,10 +2,11 @@
  * bench_kernels: the cpu plugins' linear kernels against this machine.
  *
  *   tools/bench_kernels [--threads N] [--isa auto|avx512|avx2|portable] [--quick]
- *                       [--only bw|gemv|gemm|prefill] [--gemv MxK]...
+ *                       [--only bw|gemv|qgemv|gemm|prefill] [--gemv MxK]...
  *
  * Prints the measured read bandwidth (a parallel streaming sum), then GEMV
- * (n = 1) in GB/s of weights read, with its ratio to that bandwidth, and
+ * (n = 1) in GB/s of weights read, with its ratio to that bandwidth (F32,
+ * F16, BF16, and the quantised FP8, NVFP4 and MXFP4 layouts), and
  * batched GEMM (n = 32, 128) in GFLOP/s, for F32, F16 and BF16 weights,
  * and prefill-like BF16 products on the F32, AVX512-BF16 and AMX paths
  * against each path's nominal peak.
@@ -22,6 +23,7 @@
 #include "sykconv.h"
 #include "sykern.h"
 #include "sykpool.h"
+#include "sykquant.h"
 
 static double now_s(void)
 {
@@ -251,6 +253,91 @@ static void bench_prefill(const syk_kernels *kern, syk_par *par, int threads, do
     }
 }
 
+/*
+ * Quantised weights at n = 1, in the checkpoints' layouts: FP8 E4M3 with F32
+ * scales per 128 x 128 block (DeepSeek-V3's), NVFP4 (E4M3 scales per 16),
+ * MXFP4 (E8M0 per 32). Bytes are the weights' plus their scales', what a
+ * decode step streams; "of bw" against the same bandwidth as the float rows.
+ */
+typedef struct qbench {
+    sy_tensor t;
+    uint8_t *data, *scale8;
+    float *scale32;
+    double bytes;
+} qbench;
+
+static void qbench_make(qbench *q, int kind, int64_t m, int64_t k)
+{
+    memset(q, 0, sizeof *q);
+    const int64_t shape[2] = {m, k};
+    const int fp8 = kind == 0;
+    const size_t nb = (size_t)(fp8 ? m * k : m * k / 2);
+    q->data = alloc64(nb);
+    uint32_t r = 12345;
+    for (size_t i = 0; i < nb; i++) {
+        r = r * 1664525u + 1013904223u;
+        const uint8_t b = (uint8_t)(r >> 24);
+        q->data[i] = fp8 && (b & 0x7f) == 0x7f ? (uint8_t)(b ^ 1) : b; /* no FP8 NaN codes */
+    }
+    sy_tensor_init(&q->t, q->data, fp8 ? SY_DTYPE_FP8_E4M3 : SY_DTYPE_FP4_E2M1, 2, shape);
+    q->t.global_scale = 1.0f;
+    q->bytes = (double)nb;
+    if (fp8) {
+        const int64_t ns = ((m + 127) / 128) * ((k + 127) / 128);
+        q->scale32 = alloc64(sizeof(float) * (size_t)ns);
+        for (int64_t i = 0; i < ns; i++)
+            q->scale32[i] = 1e-3f * (float)(1 + i % 5);
+        q->t.scale = q->scale32;
+        q->t.scale_dtype = SY_DTYPE_F32;
+        q->t.scale_block[0] = q->t.scale_block[1] = 128;
+        q->bytes += 4.0 * (double)ns;
+        return;
+    }
+    const int64_t blk = kind == 1 ? 16 : 32, ns = m * k / blk;
+    q->scale8 = alloc64((size_t)ns);
+    for (int64_t i = 0; i < ns; i++)
+        q->scale8[i] = (uint8_t)(kind == 1 ? 0x30 + i % 16 : 118 + i % 8); /* normal E4M3 / E8M0 scales */
+    q->t.scale = q->scale8;
+    q->t.scale_dtype = kind == 1 ? SY_DTYPE_FP8_E4M3 : SY_DTYPE_E8M0;
+    q->t.scale_block[0] = 1;
+    q->t.scale_block[1] = (int32_t)blk;
+    q->bytes += (double)ns;
+}
+
+static void bench_qgemv(const syk_kernels *kern, syk_par *par, double bw, const int64_t (*shapes)[2],
+                        size_t n_shapes, int quick, double min_t)
+{
+    static const char *const names[] = {"FP8", "NVFP4", "MXFP4"};
+    printf("\nquantised GEMV (n = 1): weight and scale bytes read per second\n");
+    printf("%-8s %-14s %10s %10s %10s %8s %10s\n", "dtype", "m x k", "MiB", "us", "GB/s", "of bw", "Gweight/s");
+    for (int kind = 0; kind < 3; kind++)
+        for (size_t s = 0; s < n_shapes; s++) {
+            const int64_t m = shapes[s][0], k = shapes[s][1];
+            if ((quick && m * k > 4096 * 4096) || k % 32 != 0)
+                continue;
+            qbench q;
+            qbench_make(&q, kind, m, k);
+            float *x = alloc64(sizeof(float) * (size_t)k), *o = alloc64(sizeof(float) * (size_t)m);
+            for (int64_t i = 0; i < k; i++)
+                x[i] = (float)(i % 7) * 0.1f;
+            gemm_ctx g = {kern,
+                          {.x = x, .ldx = k, .w = q.data, .wdtype = q.t.dtype, .ldw = k, .bias_dtype = SY_DTYPE_F32,
+                           .out = o, .ldo = m, .n = 1, .m = m, .k = k, .wq = &q.t},
+                          par};
+            const double t = best_time(run_gemm, &g, min_t);
+            char shape[32];
+            snprintf(shape, sizeof shape, "%lldx%lld", (long long)m, (long long)k);
+            printf("%-8s %-14s %10.1f %10.1f %10.1f %7.0f%% %10.2f\n", names[kind], shape, q.bytes / 1048576.0,
+                   t * 1e6, q.bytes / t / 1e9, bw > 0 ? 100.0 * q.bytes / t / 1e9 / bw : 0.0,
+                   (double)(m * k) / t / 1e9);
+            free(q.data);
+            free(q.scale8);
+            free(q.scale32);
+            free(x);
+            free(o);
+        }
+}
+
 int main(int argc, char **argv)
 {
     int threads = 0, quick = 0;
@@ -276,7 +363,7 @@ int main(int argc, char **argv)
             user_shapes[n_user++][1] = k;
         }
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--isa auto|avx512|avx2|portable] [--quick] [--only bw|gemv|gemm|prefill] [--gemv MxK]\n",
+            fprintf(stderr, "usage: %s [--threads N] [--isa auto|avx512|avx2|portable] [--quick] [--only bw|gemv|qgemv|gemm|prefill] [--gemv MxK]\n",
                     argv[0]);
             return 2;
         }
@@ -347,6 +434,9 @@ int main(int argc, char **argv)
         }
 
     }
+    if (!*only || strcmp(only, "qgemv") == 0)
+        bench_qgemv(kern, &par, bw, n_user ? (const int64_t(*)[2])user_shapes : gemv_shapes,
+                    n_user ? (size_t)n_user : sizeof gemv_shapes / sizeof gemv_shapes[0], quick, min_t);
     if (!*only || strcmp(only, "gemm") == 0) {
     printf("\nbatched GEMM: out[n, m] = x[n, k] . w[m, k]^T\n");
     printf("%-8s %-6s %-12s %10s %10s\n", "dtype", "n", "m x k", "ms", "GFLOP/s");
