@@ -188,8 +188,8 @@ INL int64_t fp8_block(const syk_qcall *c, const float *x, const uint8_t *const *
  * on Zen 3 than a vpshufb decode of 32 elements and vcvtph2ps plus multiply).
  */
 INL void fp4_step(const syk_qcall *c, const float *x, const uint8_t *const *wr, int64_t kabs, int64_t e,
-                  const float *s0, const float *s1, const uint8_t *pf, __m256 (*cacc)[QMR], const int nr,
-                  const int mr, const int dt)
+                  const float *s0, const float *s1, const int ss, const uint8_t *pf, __m256 (*cacc)[QMR],
+                  const int nr, const int mr, const int dt)
 {
     qprefetch(pf, kabs, e, mr, dt);
     qprefetch(pf, kabs, e + 16, mr, dt);
@@ -197,8 +197,8 @@ INL void fp4_step(const syk_qcall *c, const float *x, const uint8_t *const *wr, 
     const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sgn = _mm256_set1_epi32((int)0x80000000u);
 #pragma GCC unroll 8
     for (int j = 0; j < mr; j++) {
-        const __m256 t0 = _mm256_mul_ps(mag, _mm256_broadcast_ss(s0 + j));
-        const __m256 t1 = s0 == s1 ? t0 : _mm256_mul_ps(mag, _mm256_broadcast_ss(s1 + j));
+        const __m256 t0 = _mm256_mul_ps(mag, _mm256_broadcast_ss(s0 + j * ss));
+        const __m256 t1 = s0 == s1 ? t0 : _mm256_mul_ps(mag, _mm256_broadcast_ss(s1 + j * ss));
         const uint8_t *p = wr[j] + (kabs + e) / 2;
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
@@ -244,27 +244,42 @@ INL void qslice(const syk_qcall *c, const float *x, float *out, int64_t j0, int6
          * order. */
         const __m256 k256 = _mm256_set1_ps(256.0f), gs = _mm256_set1_ps(w->global_scale);
         for (; kk + 128 <= k; kk += 128, bc += 8) {
-            float sv[8][QMR]; /* block b's scale of row j at sv[b][j], in L1 (16 registers cannot hold them) */
-            float t[8];
+            /* row j's 8 block scales at sv[j], in L1 (16 registers cannot hold them): one vector store per row,
+             * where a [block][row] layout took 8 scalar extracts per row (~10% of NVFP4's decode time) */
+            float sv[QMR][8] __attribute__((aligned(32)));
 #pragma GCC unroll 8
-            for (int j = 0; j < mr; j++) {
-                _mm256_storeu_ps(t, _mm256_mul_ps(_mm256_mul_ps(deq8((const uint8_t *)w->scale + srow[j], bc, FP8), k256), gs));
-#pragma GCC unroll 8
-                for (int b = 0; b < 8; b++)
-                    sv[b][j] = t[b];
-            }
+            for (int j = 0; j < mr; j++)
+                _mm256_store_ps(sv[j], _mm256_mul_ps(_mm256_mul_ps(deq8((const uint8_t *)w->scale + srow[j], bc, FP8), k256), gs));
             for (int b = 0; b < 8; b += 2)
-                fp4_step(c, x, wr, kabs, kk + 16 * b, sv[b], sv[b + 1], pf, cacc, nr, mr, dt);
+                fp4_step(c, x, wr, kabs, kk + 16 * b, &sv[0][b], &sv[0][b + 1], 8, pf, cacc, nr, mr, dt);
         }
     }
-    if (dt == MXF4 && b1 == 32 && kabs % 32 == 0)
+    if (dt == MXF4 && b1 == 32 && kabs % 32 == 0) {
+        /* As NVFP4 above: 8 blocks' E8M0 scales decoded as one vector (syk_e8m0_to_f32's values, 0 and 0xff
+         * included), times the global scale, one store per row. */
+        const __m256 gs = _mm256_set1_ps(w->global_scale);
+        const __m256i zero = _mm256_setzero_si256(), ff = _mm256_set1_epi32(0xff);
+        for (; kk + 256 <= k; kk += 256, bc += 8) {
+            float sv[QMR][8] __attribute__((aligned(32)));
+#pragma GCC unroll 8
+            for (int j = 0; j < mr; j++) {
+                const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((const uint8_t *)w->scale + srow[j] + bc)));
+                __m256i u = _mm256_slli_epi32(e, 23);
+                u = _mm256_blendv_epi8(u, _mm256_set1_epi32(0x00400000), _mm256_cmpeq_epi32(e, zero));
+                u = _mm256_blendv_epi8(u, _mm256_set1_epi32(0x7fc00000), _mm256_cmpeq_epi32(e, ff));
+                _mm256_store_ps(sv[j], _mm256_mul_ps(_mm256_castsi256_ps(u), gs));
+            }
+            for (int b = 0; b < 8; b++)
+                fp4_step(c, x, wr, kabs, kk + 32 * b, &sv[0][b], &sv[0][b], 8, pf, cacc, nr, mr, dt);
+        }
         for (; kk + 32 <= k; kk += 32, bc++) {
             float s[QMR];
 #pragma GCC unroll 8
             for (int j = 0; j < mr; j++)
                 s[j] = blk_scale(w, srow[j], bc, dt);
-            fp4_step(c, x, wr, kabs, kk, s, s, pf, cacc, nr, mr, dt);
+            fp4_step(c, x, wr, kabs, kk, s, s, 1, pf, cacc, nr, mr, dt);
         }
+    }
     while (kk < k) {
         int64_t bend = (bc + 1) * b1 - kabs;
         if (bend > k)
