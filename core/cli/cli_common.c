@@ -22,32 +22,6 @@ const char *sy_cli_value(int argc, char **argv, int *i)
     return argv[++*i];
 }
 
-int sy_cli_int(const char *opt, const char *s, long long lo, long long hi, long long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || !end || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "switchyard: option %s expects an integer in [%lld, %lld], found \"%s\"\n", opt, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-int sy_cli_float(const char *opt, const char *s, double lo, double hi, double *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || !end || end == s || *end || !isfinite(v) || v < lo || v > hi) {
-        fprintf(stderr, "switchyard: option %s expects a number in [%g, %g], found \"%s\"\n", opt, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 int sy_cli_common_arg(sy_cli_common *o, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];

@@ -6,6 +6,7 @@
 
 #include "dist/launch.h"
 #include "plugin/config.h"
+#include "util/util.h"
 
 typedef struct sy_cli_common {
     const char *config_path; /* NULL: SY_DEFAULT_CONFIG */
@@ -28,9 +29,15 @@ int sy_cli_load_config(sy_cli_common *o, sy_config **out);
 int sy_cli_config_without_file(const sy_cli_common *o, const char *who, sy_config **out);
 /* Value of argv[*i + 1] for option argv[*i], or NULL (and a message). */
 const char *sy_cli_value(int argc, char **argv, int *i);
-/* Parses numbers strictly; prints "option --x expects ..., found ..." and returns -1. */
-int sy_cli_int(const char *opt, const char *s, long long lo, long long hi, long long *out);
-int sy_cli_float(const char *opt, const char *s, double lo, double hi, double *out);
+/* Parses numbers strictly; prints "switchyard: option --x expects ..., found ..." and returns -1. */
+static inline int sy_cli_int(const char *opt, const char *s, long long lo, long long hi, long long *out)
+{
+    return sy_opt_int("switchyard", opt, s, lo, hi, out);
+}
+static inline int sy_cli_float(const char *opt, const char *s, double lo, double hi, double *out)
+{
+    return sy_opt_float("switchyard", opt, s, lo, hi, out);
+}
 
 /*
  * Consumes a tensor-parallel option (--tp N, --nnodes N, --node-rank R,

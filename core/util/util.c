@@ -3,6 +3,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,4 +149,30 @@ uint16_t sy_f32_to_f16(float f)
     if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
         h++;
     return (uint16_t)h;
+}
+
+int sy_opt_int(const char *who, const char *opt, const char *s, long long lo, long long hi, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || !end || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "%s: option %s expects an integer in [%lld, %lld], found \"%s\"\n", who, opt, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int sy_opt_float(const char *who, const char *opt, const char *s, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || !end || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "%s: option %s expects a number in [%g, %g], found \"%s\"\n", who, opt, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
 }

@@ -22,4 +22,11 @@ float sy_bf16_to_f32(uint16_t b);
 uint16_t sy_f32_to_bf16(float f);
 uint16_t sy_f32_to_f16(float f);
 
+/*
+ * A command-line option's number, parsed strictly (the whole string, in [lo, hi]); otherwise prints
+ * "who: option OPT expects an integer in [lo, hi], found \"S\"" on stderr and returns -1.
+ */
+int sy_opt_int(const char *who, const char *opt, const char *s, long long lo, long long hi, long long *out);
+int sy_opt_float(const char *who, const char *opt, const char *s, double lo, double hi, double *out);
+
 #endif

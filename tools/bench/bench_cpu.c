@@ -263,6 +263,7 @@ int main(int argc, char **argv)
 {
     const char *model = NULL, *plugin_dir = NULL, *attn = "cpu", *prompts = "128,512";
     int threads = 0, decode = 128, repeat = 3, profile = 0;
+    long long num;
     const char *sets[32];
     int n_sets = 0;
     for (int i = 1; i < argc; i++) {
@@ -280,16 +281,26 @@ int main(int argc, char **argv)
             model = v;
         else if (strcmp(a, "--plugin-dir") == 0)
             plugin_dir = v;
-        else if (strcmp(a, "--threads") == 0)
-            threads = atoi(v);
+        else if (strcmp(a, "--threads") == 0) {
+            if (sy_opt_int("sy-bench-cpu", a, v, 1, 1024, &num))
+                return 2;
+            threads = (int)num;
+        }
         else if (strcmp(a, "--prompts") == 0)
             prompts = v;
-        else if (strcmp(a, "--decode") == 0)
-            decode = atoi(v);
+        else if (strcmp(a, "--decode") == 0) {
+            /* at least 2: the first token comes with the prefill, so a rate needs a second */
+            if (sy_opt_int("sy-bench-cpu", a, v, 2, 1 << 20, &num))
+                return 2;
+            decode = (int)num;
+        }
         else if (strcmp(a, "--attention") == 0)
             attn = v;
-        else if (strcmp(a, "--repeat") == 0)
-            repeat = atoi(v);
+        else if (strcmp(a, "--repeat") == 0) {
+            if (sy_opt_int("sy-bench-cpu", a, v, 1, 1000, &num))
+                return 2;
+            repeat = (int)num;
+        }
         else if (strcmp(a, "--set") == 0) {
             if (n_sets == (int)(sizeof sets / sizeof sets[0])) {
                 fprintf(stderr, "sy-bench-cpu: at most %d --set options, found another: --set %s\n", n_sets, v);
@@ -298,12 +309,15 @@ int main(int argc, char **argv)
             sets[n_sets++] = v;
         }
         else {
+            if (strcmp(a, "-h") && strcmp(a, "--help"))
+                fprintf(stderr, "sy-bench-cpu: unknown option %s\n", a);
             usage();
             return strcmp(a, "-h") && strcmp(a, "--help") ? 2 : 0;
         }
         i++;
     }
-    if (!model || decode < 2 || repeat < 1) {
+    if (!model) {
+        fprintf(stderr, "sy-bench-cpu: --model DIR is required\n");
         usage();
         return 2;
     }

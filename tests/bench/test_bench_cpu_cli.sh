@@ -1,0 +1,44 @@
+#!/bin/sh
+# sy-bench-cpu on the build's small model: a short run prints its table
+# (prefill and decode rows, the bandwidth bound, a --profile table), and
+# bad arguments exit 2 with a message naming the option and what it found.
+set -u
+. "${SY_SRCDIR:?run through make check}/tests/cli/lib.sh"
+bc=$SY_BUILDDIR/sy-bench-cpu
+plugins=$SY_BUILDDIR/build-plugins
+model=$SY_BUILDDIR/models/small
+
+if "$bc" --plugin-dir "$plugins" --model "$model" --threads 2 --repeat 1 --prompts 8 --decode 4 --profile \
+    >"$tmp/run.out" 2>"$tmp/run.err"; then
+    ok "a short run exits 0"
+else
+    bad "a short run failed: $(cat "$tmp/run.err")"
+fi
+for want in "decode bound" "pp8" "tg4" "profile of decode"; do
+    if grep -q "$want" "$tmp/run.out"; then ok "the run prints \"$want\""; else
+        bad "no \"$want\" in: $(cat "$tmp/run.out")"; fi
+done
+
+# expect_refusal NAME WANT ARGS...: exit 2 and WANT on stderr
+expect_refusal() {
+    name=$1 want=$2
+    shift 2
+    "$bc" "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
+    rc=$?
+    if [ $rc -eq 2 ] && grep -qF -- "$want" "$tmp/bad.err"; then ok "$name"; else
+        bad "$name: exit $rc, stderr: $(cat "$tmp/bad.err")"; fi
+}
+expect_refusal "--decode 1 is refused" 'option --decode expects an integer in [2, 1048576], found "1"' \
+    --model "$model" --decode 1
+expect_refusal "--repeat 0 is refused" 'option --repeat expects an integer in [1, 1000], found "0"' \
+    --model "$model" --repeat 0
+expect_refusal "--threads two is refused" 'option --threads expects an integer in [1, 1024], found "two"' \
+    --model "$model" --threads two
+expect_refusal "--decode 8x is refused" 'found "8x"' --model "$model" --decode 8x
+expect_refusal "a missing --model is named" "--model DIR is required" --decode 8
+expect_refusal "an unknown option is named" "unknown option --frob" --model "$model" --frob 1
+expect_refusal "a 33rd --set is named" "found another: --set device.threads=1" --model "$model" \
+    $(i=0; while [ $i -lt 33 ]; do printf -- '--set device.threads=1 '; i=$((i + 1)); done)
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
