@@ -24,6 +24,7 @@
 
 static th_plugin dev, moe;
 static th_host host;
+static void *dev_inst; /* the device whose pool runs the forwards */
 static const sy_moe_ops *ops;
 
 typedef struct model {
@@ -421,6 +422,95 @@ static void check_tiles(const char *isa)
     model_free(&m);
 }
 
+/*
+ * Skewed routing, as real routers give it: every token picks expert 0 and
+ * all but one also expert 1, that one token expert 2, and experts 3 and 4
+ * none. The forward cuts the heavy experts' columns into many items (widths
+ * that do not divide 200 inter or 70 hidden columns, so each ends on a
+ * narrower item) and the light one into one; every output is checked
+ * against the reference, and the cut for 3 workers must give the bits of
+ * the cut for one (the pool cleared: a serial forward) and of passes of 64.
+ */
+static void check_skew(const char *isa)
+{
+    model m;
+    memset(&m, 0, sizeof m);
+    m.p = problem(5, 2, 70, 200, SY_MOE_SOFTMAX, 1, 1.0f, 0, 0, SY_DTYPE_BF16);
+    th_rng r = {0x5e3a1u};
+    model_init(&m, &r);
+    const int E = m.p.n_experts, H = m.p.hidden;
+    const int64_t n = 150, lone = 77;
+    float *x = xmalloc(sizeof(float) * (size_t)(n * H)), *lg = xmalloc(sizeof(float) * (size_t)(n * E));
+    float *out[3];
+    for (int i = 0; i < 3; i++)
+        out[i] = xmalloc(sizeof(float) * (size_t)(n * H));
+    for (int64_t i = 0; i < n * H; i++)
+        x[i] = (float)th_uniform(&r, -1, 1);
+    for (int64_t t = 0; t < n; t++) {
+        lg[t * E + 0] = 8.0f + (float)th_uniform(&r, 0, 1);
+        lg[t * E + 1] = 4.0f + (float)th_uniform(&r, 0, 1);
+        lg[t * E + 2] = t == lone ? 12.0f : (float)th_uniform(&r, -1, 1);
+        lg[t * E + 3] = (float)th_uniform(&r, -2, 0);
+        lg[t * E + 4] = (float)th_uniform(&r, -2, 0);
+    }
+    static const char *const passes[] = {"256", "256", "64"}; /* pooled, serial, pooled in 3 passes */
+    for (int run = 0; run < 3; run++) {
+        const char *kv[] = {"isa", isa, "max_tokens", passes[run], "matmul", "f32", NULL};
+        void *inst = NULL;
+        sy_err err;
+        if (th_create(&moe, &host.api, kv, &inst, &err)) {
+            TH_CHECK(0, "[%s] skew create: %s", isa, err.msg);
+            continue;
+        }
+        int ok = ops->prepare(inst, &m.p, &err) == SY_OK &&
+                 ops->prepare_layer(inst, 0, m.gate, m.up, m.down, NULL, &err) == SY_OK;
+        if (run == 1)
+            th_host_clear_pool(&host);
+        sy_tensor tx = sy_tensor_2d(x, SY_DTYPE_F32, n, H), tl = sy_tensor_2d(lg, SY_DTYPE_F32, n, E);
+        sy_tensor to = sy_tensor_2d(out[run], SY_DTYPE_F32, n, H);
+        for (int64_t i = 0; i < n * H; i++)
+            out[run][i] = NAN;
+        ok = ok && ops->forward(inst, 0, &tx, &tl, &to, &err) == SY_OK;
+        if (run == 1)
+            th_host_set_pool(&host, dev.desc, dev_inst);
+        TH_CHECK(ok, "[%s] skew run %d: %s", isa, run, err.msg);
+        if (ok && run == 0) {
+            double ro[512], mag[512], worst = 0;
+            for (int64_t t = 0; t < n; t++) {
+                ref_token(&m, 0, x + t * H, lg + t * E, ro, mag);
+                for (int i = 0; i < H; i++) {
+                    const double bound = 2.0 * ((double)m.p.inter / 8 + 20) * U * mag[i] + 1e-30;
+                    const double e = fabs(out[0][t * H + i] - ro[i]);
+                    if (!(e <= bound)) {
+                        TH_CHECK(0, "[%s] skew token %lld out[%d] = %.9g, ref %.9g (err %.3g > %.3g)", isa,
+                                 (long long)t, i, (double)out[0][t * H + i], ro[i], e, bound);
+                        t = n;
+                        break;
+                    }
+                    worst = e / bound > worst ? e / bound : worst;
+                }
+            }
+            printf("  [%s] skewed routing (150/149/1/0/0 tokens): worst error %.3f of the bound\n", isa, worst);
+            float one[70];
+            sy_tensor x1 = sy_tensor_2d(x + lone * H, SY_DTYPE_F32, 1, H);
+            sy_tensor l1 = sy_tensor_2d(lg + lone * E, SY_DTYPE_F32, 1, E), o1 = sy_tensor_2d(one, SY_DTYPE_F32, 1, H);
+            TH_CHECK(ops->forward(inst, 0, &x1, &l1, &o1, &err) == SY_OK &&
+                         memcmp(one, out[0] + lone * H, sizeof one) == 0,
+                     "[%s] skew: the token of expert 2 alone differs from the batch", isa);
+        }
+        if (ok && run > 0)
+            TH_CHECK(memcmp(out[0], out[run], sizeof(float) * (size_t)(n * H)) == 0,
+                     "[%s] skew: %s differs from the pooled single pass", isa,
+                     run == 1 ? "the serial forward" : "passes of 64 tokens");
+        moe.desc->destroy(inst);
+    }
+    free(x);
+    free(lg);
+    for (int i = 0; i < 3; i++)
+        free(out[i]);
+    model_free(&m);
+}
+
 int main(void)
 {
     th_load("sy-device-cpu", &dev);
@@ -434,6 +524,7 @@ int main(void)
         fprintf(stderr, "FAIL: device create: %s\n", why.msg);
         return 1;
     }
+    dev_inst = d;
     th_host_set_pool(&host, dev.desc, d);
     check_refusals();
 
@@ -469,8 +560,10 @@ int main(void)
         }
         model_free(&m);
     }
-    for (int i = 0; i < n_isa; i++)
+    for (int i = 0; i < n_isa; i++) {
         check_tiles(isas[i]);
+        check_skew(isas[i]);
+    }
     th_host_clear_pool(&host);
     dev.desc->destroy(d);
     TH_CHECK(atomic_load(&host.live_allocs) == 0, "%ld host allocations leaked", atomic_load(&host.live_allocs));

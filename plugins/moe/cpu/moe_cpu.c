@@ -147,7 +147,7 @@ static void release(moe_cpu *m)
         m->layers = NULL;
     }
     void **bufs[] = {(void **)&m->ids, (void **)&m->wts, (void **)&m->slot_of, (void **)&m->assign_tok,
-                     (void **)&m->counts, (void **)&m->offsets, (void **)&m->active, (void **)&m->xe,
+                     (void **)&m->counts, (void **)&m->offsets, (void **)&m->work, (void **)&m->xe,
                      (void **)&m->act, (void **)&m->upb, (void **)&m->ye, (void **)&m->xeb, (void **)&m->actb,
                      (void **)&m->qscratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
@@ -222,7 +222,7 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
     m->assign_tok = syk_alloc(m->host, sizeof(int32_t) * A, 64);
     m->counts = syk_alloc(m->host, sizeof(int32_t) * E1, 64);
     m->offsets = syk_alloc(m->host, sizeof(int32_t) * E1, 64);
-    m->active = syk_alloc(m->host, sizeof(int32_t) * E1, 64);
+    m->work = syk_alloc(m->host, sizeof(moe_work) * E1, 64);
     m->xe = syk_alloc(m->host, sizeof(float) * A * H, 64);
     m->act = syk_alloc(m->host, sizeof(float) * A * F, 64);
     m->upb = syk_alloc(m->host, sizeof(float) * A * F, 64);
@@ -242,7 +242,7 @@ static int prepare(void *inst, const sy_moe_problem *p, sy_err *err)
         m->qscratch = syk_alloc(m->host, (size_t)m->qrow * A, 64);
     }
     if (!m->layers || !m->ids || !m->wts || !m->slot_of || !m->assign_tok || !m->counts || !m->offsets ||
-        !m->active || !m->xe || !m->act || !m->upb || !m->ye || (m->matmul.bdot && (!m->xeb || !m->actb)) ||
+        !m->work || !m->xe || !m->act || !m->upb || !m->ye || (m->matmul.bdot && (!m->xeb || !m->actb)) ||
         (m->fp4act && !m->qscratch)) {
         release(m);
         return sy_err_set(err, SY_ERR_NOMEM, "moe cpu: cannot allocate scratch for %zu tokens x top_k %zu "

@@ -25,6 +25,18 @@ typedef struct moe_layer {
     int bias_ready;
 } moe_layer;
 
+/*
+ * One active expert's share of a GEMM step (gate/up or down): its columns cut
+ * into items of `width` columns, items [item0, item0 + ceil(cols / width)) of
+ * the step. cost: one item's work, (the expert's tokens + MOE_COL_COST) x width.
+ */
+typedef struct moe_work {
+    int64_t cost;
+    int64_t item0;
+    int32_t e; /* local expert index */
+    int32_t width;
+} moe_work;
+
 typedef struct moe_cpu {
     const sy_host *host;
     syk_isa isa;
@@ -50,7 +62,8 @@ typedef struct moe_cpu {
     float *wts;          /* [chunk, top_k] their weights */
     int32_t *slot_of;    /* [chunk, top_k] -> assignment row; -1: an expert another rank holds */
     int32_t *assign_tok; /* [A] token of each assignment row, grouped by expert */
-    int32_t *counts, *offsets, *active; /* [n_experts + 1] */
+    int32_t *counts, *offsets; /* [n_experts + 1] */
+    moe_work *work;      /* [n_experts + 1] the active experts of the current GEMM step, costliest items first */
     float *xe;           /* [A, hidden] gathered inputs */
     float *act;          /* [A, inter] gate, then silu(gate) * up */
     float *upb;          /* [A, inter] */

@@ -10,10 +10,14 @@
  * With set_expert_range (expert parallelism) steps 2-6 take only the
  * selected experts this instance holds; routing (1) still ranks all of them.
  * Steps 4-5 batch each expert's tokens, so an expert's weight tile is read
- * once per pass for all of them.
+ * once per pass for all of them. Their work items are cut by cost (plan_items):
+ * routing gives experts very uneven token counts (3 and 126 in one pass of the
+ * bench MoE), and one item per expert left a worker idle at the step's end
+ * while the other finished the big one.
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "moe_cpu.h"
@@ -28,8 +32,8 @@ typedef struct pass {
     float *out;
     int64_t ldo;
     int64_t t0, n;         /* tokens of this pass */
-    int32_t n_active;
-    int64_t cpe, chunk_cols; /* column chunks per expert and their width, for the current GEMM step */
+    int32_t n_active;      /* m->work[0, n_active) */
+    int64_t n_items;       /* of the current GEMM step (plan_items) */
     syk_par par;
     moe_tile tile; /* this pass's tiles (moe_tune.h); token_block 0: built-in */
 } pass;
@@ -139,6 +143,23 @@ static syk_gemm expert_gemm(const pass *ps, int32_t e, int which, const sy_tenso
     return g;
 }
 
+/* Item it of the current GEMM step of cols columns: its expert and columns [*c0, *c1). */
+static int32_t item_at(const pass *ps, int64_t it, int64_t cols, int64_t *c0, int64_t *c1)
+{
+    const moe_work *w = ps->m->work;
+    int32_t lo = 0, hi = ps->n_active - 1; /* the last work whose item0 <= it */
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo + 1) / 2;
+        if (w[mid].item0 <= it)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    *c0 = (it - w[lo].item0) * w[lo].width;
+    *c1 = *c0 + w[lo].width < cols ? *c0 + w[lo].width : cols;
+    return w[lo].e;
+}
+
 static void gate_up_items(void *arg, int64_t b, int64_t e_, int worker)
 {
     (void)worker;
@@ -146,11 +167,8 @@ static void gate_up_items(void *arg, int64_t b, int64_t e_, int worker)
     const moe_cpu *m = ps->m;
     const int64_t H = m->p.hidden, F = m->p.inter;
     for (int64_t it = b; it < e_; it++) {
-        const int32_t e = m->active[it / ps->cpe];
-        const int64_t c0 = (it % ps->cpe) * ps->chunk_cols;
-        const int64_t c1 = c0 + ps->chunk_cols < F ? c0 + ps->chunk_cols : F;
-        if (c0 >= c1)
-            continue;
+        int64_t c0, c1;
+        const int32_t e = item_at(ps, it, F, &c0, &c1);
         const syk_gemm g = expert_gemm(ps, e, 0, &ps->L->gate[e], m->xe, m->xeb, H, m->act, F, ps->L->gbias);
         const syk_gemm u = expert_gemm(ps, e, 1, &ps->L->up[e], m->xe, m->xeb, H, m->upb, F, ps->L->ubias);
         expert_tile(ps, &g, c0, c1);
@@ -175,11 +193,8 @@ static void down_items(void *arg, int64_t b, int64_t e_, int worker)
     const moe_cpu *m = ps->m;
     const int64_t H = m->p.hidden, F = m->p.inter;
     for (int64_t it = b; it < e_; it++) {
-        const int32_t e = m->active[it / ps->cpe];
-        const int64_t c0 = (it % ps->cpe) * ps->chunk_cols;
-        const int64_t c1 = c0 + ps->chunk_cols < H ? c0 + ps->chunk_cols : H;
-        if (c0 >= c1)
-            continue;
+        int64_t c0, c1;
+        const int32_t e = item_at(ps, it, H, &c0, &c1);
         const syk_gemm d = expert_gemm(ps, e, 2, &ps->L->down[e], m->act, m->actb, F, m->ye, H, ps->L->dbias);
         expert_tile(ps, &d, c0, c1);
     }
@@ -213,24 +228,64 @@ static void combine_tokens(void *arg, int64_t b, int64_t e, int worker)
     }
 }
 
-/* Column chunks (multiples of 4 wide) so there are about four items per worker. */
-static void plan_columns(pass *ps, int64_t cols)
+/*
+ * A weight column's own cost in an item, in tokens' worth of FMAs: the
+ * kernel widens (BF16/F16) or streams it from memory once per call whatever
+ * the token count, which is most of an item's time in decode (a few tokens
+ * per expert).
+ */
+#define MOE_COL_COST 4
+#define MOE_ITEMS_PER_WORKER 8 /* a worker's last item is at most ~1/8 of its share: the step's idle tail */
+#define MOE_MIN_WIDTH 32       /* columns; below that the calls' setup shows */
+
+static int work_cmp(const void *a, const void *b)
 {
-    if (ps->tile.n_block > 0) { /* the table's width */
-        ps->chunk_cols = ps->tile.n_block;
-        ps->cpe = (cols + ps->tile.n_block - 1) / ps->tile.n_block;
-        return;
+    const moe_work *x = a, *y = b;
+    if (x->cost != y->cost)
+        return x->cost > y->cost ? -1 : 1;
+    return x->e < y->e ? -1 : x->e > y->e;
+}
+
+/*
+ * Cuts each active expert's cols columns into items of about one cost
+ * (MOE_ITEMS_PER_WORKER per worker in all; an expert with a big share of
+ * the tokens gets many narrow items, one with few tokens one wide item) and
+ * orders the experts costliest item first, so the pool, which hands items
+ * out in order, ends the step on small ones (longest-first list
+ * scheduling). A table's n_block fixes every width instead. Widths are
+ * multiples of 4 (AMX: of its panel), so a column is always computed in the
+ * same 4-column group of the kernel: the bits do not depend on the cut.
+ */
+static void plan_items(pass *ps, int64_t cols)
+{
+    moe_cpu *m = ps->m;
+    const int64_t align = m->matmul.amx ? SYK_AMX_PANEL : 4; /* AMX: whole panels, none computed twice */
+    int64_t total = 0;
+    for (int32_t a = 0; a < ps->n_active; a++)
+        total += ((int64_t)m->counts[m->work[a].e] + MOE_COL_COST) * cols;
+    const int64_t workers = ps->par.n_workers > 1 ? ps->par.n_workers : 1;
+    const int64_t target = (total + workers * MOE_ITEMS_PER_WORKER - 1) / (workers * MOE_ITEMS_PER_WORKER);
+    for (int32_t a = 0; a < ps->n_active; a++) {
+        moe_work *w = &m->work[a];
+        const int64_t per_col = (int64_t)m->counts[w->e] + MOE_COL_COST;
+        int64_t width = ps->tile.n_block;
+        if (width <= 0) {
+            int64_t n = (per_col * cols + target - 1) / (target > 0 ? target : 1);
+            const int64_t max_n = cols / MOE_MIN_WIDTH > 1 ? cols / MOE_MIN_WIDTH : 1;
+            n = n < 1 ? 1 : n > max_n ? max_n : n;
+            width = (cols + n - 1) / n;
+            width = (width + align - 1) / align * align;
+        }
+        w->width = (int32_t)width;
+        w->cost = per_col * width;
     }
-    const int64_t want = ((int64_t)ps->par.n_workers * 4 + ps->n_active - 1) / (ps->n_active > 0 ? ps->n_active : 1);
-    int64_t cpe = want < 1 ? 1 : want;
-    const int64_t max_cpe = (cols + 15) / 16; /* at least 16 columns per item */
-    if (cpe > max_cpe)
-        cpe = max_cpe;
-    int64_t width = (cols + cpe - 1) / cpe;
-    const int64_t align = ps->m->matmul.amx ? SYK_AMX_PANEL : 4; /* AMX: whole panels, none computed twice */
-    width = (width + align - 1) / align * align;
-    ps->chunk_cols = width;
-    ps->cpe = (cols + width - 1) / width;
+    qsort(m->work, (size_t)ps->n_active, sizeof *m->work, work_cmp);
+    int64_t items = 0;
+    for (int32_t a = 0; a < ps->n_active; a++) {
+        m->work[a].item0 = items;
+        items += (cols + m->work[a].width - 1) / m->work[a].width;
+    }
+    ps->n_items = items;
 }
 
 static void run_pass(pass *ps)
@@ -253,7 +308,7 @@ static void run_pass(pass *ps)
     for (int32_t e = 0; e < E; e++) {
         m->offsets[e + 1] = m->offsets[e] + m->counts[e];
         if (m->counts[e])
-            m->active[ps->n_active++] = e;
+            m->work[ps->n_active++].e = e;
     }
     /* Fill in token order; counts doubles as the per-expert cursor. */
     memset(m->counts, 0, sizeof(int32_t) * (size_t)E);
@@ -272,14 +327,12 @@ static void run_pass(pass *ps)
     syk_par_for(&ps->par, m->offsets[E], 64, gather_rows, ps);
     if (m->fp4act)
         syk_par_for(&ps->par, m->offsets[E], 16, quant_xe_rows, ps);
-    plan_columns(ps, m->p.inter);
-    syk_par_for(&ps->par, (int64_t)ps->n_active * ps->cpe, item_grain(ps, (int64_t)ps->n_active * ps->cpe),
-                gate_up_items, ps);
+    plan_items(ps, m->p.inter);
+    syk_par_for(&ps->par, ps->n_items, item_grain(ps, ps->n_items), gate_up_items, ps);
     if (m->fp4act)
         syk_par_for(&ps->par, m->offsets[E], 16, quant_act_rows, ps);
-    plan_columns(ps, m->p.hidden);
-    syk_par_for(&ps->par, (int64_t)ps->n_active * ps->cpe, item_grain(ps, (int64_t)ps->n_active * ps->cpe),
-                down_items, ps);
+    plan_items(ps, m->p.hidden);
+    syk_par_for(&ps->par, ps->n_items, item_grain(ps, ps->n_items), down_items, ps);
     syk_par_for(&ps->par, n, 16, combine_tokens, ps);
 }
 

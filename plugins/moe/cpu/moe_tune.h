@@ -15,7 +15,7 @@
  *   dtype = BF16
  *   [tokens=16]        ; one section per bucket: tokens in one pass
  *   token_block = 8    ; an expert's tokens per syk_gemm_tile call (its rows of x); 0: built-in tiles
- *   n_block = 64       ; output columns per work item (multiple of 4); 0 = spread over the workers
+ *   n_block = 64       ; output columns per work item (multiple of 4); 0 = cut by cost over the workers
  *   threads = 0        ; workers for the expert GEMMs; 0 = all
  *
  * A pass of n tokens uses the bucket nearest to n (by ratio; ties to the
@@ -42,7 +42,7 @@
 
 typedef struct moe_tile {
     int64_t token_block; /* 0: the built-in path (all of an expert's tokens in one call) */
-    int64_t n_block;     /* 0: columns spread so each worker gets about four items */
+    int64_t n_block;     /* 0: columns cut by cost, about eight items per worker (moe_cpu_fwd.c plan_items) */
     int64_t threads;     /* 0: every worker */
 } moe_tile;
 
