@@ -1,9 +1,10 @@
 /*
  * libsykern directly: the F16/BF16 conversions (every F16 value; F32
  * rounding against the compiler's _Float16 and a longhand BF16 encoder),
- * the vector exp of every ISA, the PV kernel (gemm_nn_acc) and gemm tiles
- * on odd shapes, tensor views, and the worker pool under load (many jobs,
- * more threads than cores, two callers at once).
+ * the vector exp of every ISA, the PV kernel (gemm_nn_acc), gemm tiles
+ * on odd shapes, the GEMM driver's blocking (bitwise against the kernel
+ * run one token at a time), tensor views, and the worker pool under load
+ * (many jobs, more threads than cores, two callers at once).
  */
 #include "config.h"
 
@@ -182,6 +183,90 @@ static void test_tile(const syk_kernels *k)
     free(w);
 }
 
+/*
+ * The driver's cache blocking (weight panels, token blocks, k slices, the
+ * split over workers) against the ISA kernel run one token at a time, which
+ * sums each output in the same lanes and k slices: bitwise equal, on shapes
+ * that land on every edge of the blocks (see gemm.c: NB, FEW, KC),
+ * serially and on two workers, and over a sub-range of rows and columns.
+ */
+typedef struct blk_shape {
+    int64_t n, m, k, pad; /* pad: extra elements on every row stride */
+} blk_shape;
+
+static void test_blocking(const syk_kernels *kern, syk_pool *pool)
+{
+    static const blk_shape shapes[] = {
+        {1, 37, 100, 0},    /* decode */
+        {3, 70, 1100, 0},   /* few rows; k past one slice */
+        {9, 37, 100, 3},    /* just past the few-rows order */
+        {48, 67, 1100, 0},  /* one token block: the unblocked order */
+        {49, 67, 1100, 0},  /* two token blocks; panels 32 + 32 + 3; a 76-element k tail */
+        {50, 33, 2049, 5},  /* a one-element k tail, padded strides */
+        {97, 70, 1024, 0},  /* three token blocks; k exactly one slice */
+        {130, 45, 300, 2},  /* two NB blocks, the second of two rows */
+        {300, 130, 777, 0}, /* many blocks of everything */
+        {64, 4, 8, 0},      /* a single column group, a single k step */
+    };
+    const sy_dtype dts[] = {SY_DTYPE_F32, SY_DTYPE_F16, SY_DTYPE_BF16};
+    syk_par par2 = {syk_pool_run, pool, pool ? syk_pool_size(pool) : 1};
+    th_rng r = {777};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+            const blk_shape sh = shapes[s];
+            const sy_dtype dt = dts[d];
+            const int64_t n = sh.n, m = sh.m, k = sh.k, ldx = k + sh.pad, ldw = k + sh.pad, ldo = m + sh.pad;
+            const size_t es = syk_wdtype_size(dt);
+            float *x = malloc(sizeof(float) * (size_t)(n * ldx));
+            char *w = malloc(es * (size_t)(m * ldw));
+            float *ref = malloc(sizeof(float) * (size_t)(n * ldo)), *got = malloc(sizeof(float) * (size_t)(n * ldo));
+            for (int64_t i = 0; i < n * ldx; i++)
+                x[i] = (float)th_uniform(&r, -1, 1);
+            for (int64_t i = 0; i < m * ldw; i++) {
+                const float v = (float)th_uniform(&r, -1, 1);
+                if (dt == SY_DTYPE_F32)
+                    memcpy(w + 4 * i, &v, 4);
+                else {
+                    const uint16_t h = dt == SY_DTYPE_F16 ? th_f32_to_f16(v) : th_f32_to_bf16(v);
+                    memcpy(w + 2 * i, &h, 2);
+                }
+            }
+            for (int64_t i = 0; i < n; i++)
+                kern->gemm_nt[dt](x + i * ldx, ldx, w, ldw, ref + i * ldo, ldo, 1, m, k, 0);
+            const syk_gemm g = {.x = x, .ldx = ldx, .w = w, .wdtype = dt, .ldw = ldw, .bias_dtype = SY_DTYPE_F32,
+                                .out = got, .ldo = ldo, .n = n, .m = m, .k = k};
+            for (int pass = 0; pass < 3; pass++) {
+                for (int64_t i = 0; i < n * ldo; i++)
+                    got[i] = -7.0f;
+                /* pass 2: rows from 1 and columns from 4 to one short of the end */
+                const int64_t r0 = pass == 2 ? 1 : 0, c0 = pass == 2 ? 4 : 0, c1 = pass == 2 ? m - 1 : m;
+                if (pass == 0)
+                    syk_gemm_run(kern, &g, NULL);
+                else if (pass == 1)
+                    syk_gemm_run(kern, &g, &par2);
+                else
+                    syk_gemm_tile(kern, &g, r0, n, c0, c1);
+                int bad = 0;
+                for (int64_t i = 0; i < n && bad < 3; i++)
+                    for (int64_t j = 0; j < m && bad < 3; j++) {
+                        const int inside = i >= r0 && j >= c0 && j < c1;
+                        const float want = inside ? ref[i * ldo + j] : -7.0f, v = got[i * ldo + j];
+                        if (f_bits(v) != f_bits(want)) {
+                            bad++;
+                            TH_CHECK(0, "%s %s n=%lld m=%lld k=%lld %s: out[%lld][%lld] = %a, one token at a time %a",
+                                     syk_isa_name(kern->isa), sy_dtype_name(dt), (long long)n, (long long)m,
+                                     (long long)k, pass == 0 ? "serial" : pass == 1 ? "two workers" : "sub-range tile",
+                                     (long long)i, (long long)j, (double)v, (double)want);
+                        }
+                    }
+            }
+            free(x);
+            free(w);
+            free(ref);
+            free(got);
+        }
+}
+
 static void test_view(void)
 {
     float buf[64];
@@ -284,6 +369,9 @@ int main(void)
     TH_CHECK(syk_isa_parse("portable", &isa) == 0 && isa == SYK_ISA_PORTABLE, "parse portable");
     TH_CHECK(syk_isa_parse("avx9", &isa) != 0, "parse avx9 accepted");
     TH_CHECK(syk_isa_usable(SYK_ISA_PORTABLE, NULL, 0), "portable not usable");
+    syk_pool *pool = NULL;
+    sy_err err;
+    TH_CHECK(syk_pool_create(2, 0, &pool, &err) == SY_OK, "pool of 2: %s", err.msg);
     for (int i = 0; i < SYK_ISA_COUNT; i++) {
         char why[256];
         if (!syk_isa_usable((syk_isa)i, why, sizeof why)) {
@@ -297,7 +385,10 @@ int main(void)
         test_vexp(k);
         test_pv(k);
         test_tile(k);
+        test_blocking(k, pool);
     }
+    if (pool)
+        syk_pool_destroy(pool);
     printf("  best ISA here: %s\n", syk_isa_name(syk_isa_best()));
     return th_done("test_cpu_kernels");
 }
