@@ -313,8 +313,13 @@ static void bench_qgemv(const syk_kernels *kern, syk_par *par, double bw, const 
     for (int kind = 0; kind < 3; kind++)
         for (size_t s = 0; s < n_shapes; s++) {
             const int64_t m = shapes[s][0], k = shapes[s][1];
-            if ((quick && m * k > 4096 * 4096) || k % 32 != 0)
+            if (quick && m * k > 4096 * 4096)
                 continue;
+            if (k % 32 != 0) { /* MXFP4's blocks are 32 wide; NVFP4's and FP8's would run, but all rows or none */
+                if (kind == 0)
+                    printf("%lldx%lld skipped: the quantised rows need k a multiple of 32\n", (long long)m, (long long)k);
+                continue;
+            }
             qbench q;
             qbench_make(&q, kind, m, k);
             float *x = alloc64(sizeof(float) * (size_t)k), *o = alloc64(sizeof(float) * (size_t)m);
