@@ -7,7 +7,9 @@
  * and median of --repeat runs; asserts nothing (timings on shared machines
  * are noisy). Built by make check, not run by it:
  *
- *   SY_PLUGIN_DIR=build-plugins tests/unit/bench_cpu_attn [--threads 2] [--repeat 7] [--isa auto]
+ *   SY_PLUGIN_DIR=build-plugins tests/unit/bench_cpu_attn [--threads 2] [--repeat 7] [--isa auto] [--only TEXT]
+ *
+ * --only keeps the rows whose shape or work names contain TEXT (a profile of one workload).
  *
  * Pointing SY_PLUGIN_DIR at another build's plugins compares two builds.
  */
@@ -179,7 +181,7 @@ static int run(th_plugin *attn, th_host *host, const char *isa, const shape *sh,
 
 int main(int argc, char **argv)
 {
-    const char *threads = "2", *isa = "auto";
+    const char *threads = "2", *isa = "auto", *only = NULL;
     int repeat = 7;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
@@ -188,8 +190,11 @@ int main(int argc, char **argv)
             repeat = atoi(argv[++i]);
         else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc)
             isa = argv[++i];
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+            only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--repeat R] [--isa auto|avx512|avx2|portable]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--repeat R] [--isa auto|avx512|avx2|portable] [--only TEXT]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -230,6 +235,8 @@ int main(int argc, char **argv)
     int fails = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t w = 0; w < sizeof loads / sizeof loads[0]; w++) {
+            if (only && !strstr(shapes[s].name, only) && !strstr(loads[w].name, only))
+                continue;
             double f32_best = 0;
             static const char *const kvs[] = {"f32", "bf16"};
             for (int k = 0; k < 2; k++) {

@@ -1,7 +1,7 @@
 /*
  * libsykern directly: the F16/BF16 conversions (every F16 value; F32
  * rounding against the compiler's _Float16 and a longhand BF16 encoder),
- * the vector exp of every ISA, the PV kernel (gemm_nn_acc), gemm tiles
+ * the vector exp of every ISA, the online-softmax step, the PV kernel (gemm_nn_acc), gemm tiles
  * on odd shapes, the GEMM driver's blocking (bitwise against the kernel
  * run one token at a time), tensor views, and the worker pool under load
  * (many jobs, more threads than cores, two callers at once).
@@ -108,9 +108,11 @@ static void test_pv(const syk_kernels *k)
 {
     th_rng r = {777};
     const sy_dtype dts[3] = {SY_DTYPE_F32, SY_DTYPE_F16, SY_DTYPE_BF16};
+    /* every tile shape: decode's 1 and 2 rows, the 4-row tiles and their 1-3 row tails, the widened path */
+    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 13};
     for (int d = 0; d < 3; d++)
-        for (int n = 1; n <= 13; n += 3)
-            for (int dv = 1; dv <= 70; dv += 7)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (int dv = 1, n = ns[ni]; dv <= 70; dv += 7)
                 for (int npos = 1; npos <= 20; npos += 6) {
                     const int ldp = npos + 2, ldv = dv + 3, lda = dv + 1;
                     float p[13 * 22], acc[13 * 71], acc0[13 * 71];
@@ -143,6 +145,72 @@ static void test_pv(const syk_kernels *k)
                             }
                         }
                 }
+}
+
+/*
+ * softmax_step against doubles: the exps on [jl, jh] and zeros elsewhere,
+ * the new max, l and o rescaled when the max moved (and only then), the
+ * whole row zeroed with nothing else touched when jl > jh; over block
+ * lengths around the vector width, ranges that start or end mid-vector,
+ * and a first block (m = -inf).
+ */
+static void test_softmax_step(const syk_kernels *k)
+{
+    th_rng r = {4242};
+    static const int ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33};
+    int cases = 0;
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+        for (int jl = 0; jl < ns[ni]; jl += 1 + ns[ni] / 5)
+            for (int jh = jl - 1; jh < ns[ni]; jh += 1 + ns[ni] / 4)
+                for (int first = 0; first < 2; first++) {
+                    const int n = ns[ni], dv = 13;
+                    float s[40], s0[40], o[16], o0[16];
+                    for (int c = 0; c < 40; c++)
+                        s[c] = s0[c] = c < n ? (float)th_uniform(&r, -6, 6) : 1234.5f;
+                    for (int d = 0; d < 16; d++)
+                        o[d] = o0[d] = (float)th_uniform(&r, -1, 1);
+                    const float m0 = first ? -INFINITY : (float)th_uniform(&r, -3, 3), l0 = first ? 0.0f : 2.5f;
+                    float m = m0, l = l0;
+                    k->softmax_step(s, n, jl, jh, &m, &l, o, dv);
+                    cases++;
+                    double mx = m0;
+                    for (int c = jl; c <= jh; c++)
+                        mx = s0[c] > mx ? s0[c] : mx;
+                    const double alpha = mx == m0 ? 1.0 : m0 == -INFINITY ? 0.0 : exp((double)m0 - mx);
+                    double sum = 0;
+                    for (int c = jl; c <= jh; c++)
+                        sum += exp((double)(s0[c] - (float)mx)); /* the difference is taken in float */
+                    int bad = 0;
+                    for (int c = 0; c < 40 && !bad; c++) {
+                        const double want =
+                            c >= n ? 1234.5 : c >= jl && c <= jh ? exp((double)(s0[c] - (float)mx)) : 0.0;
+                        if (!(fabs(s[c] - want) <= 4e-7 * fabs(want) + 1e-30)) {
+                            TH_CHECK(0, "%s softmax_step n=%d [%d,%d]: s[%d] = %.9g, want %.9g", syk_isa_name(k->isa),
+                                     n, jl, jh, c, (double)s[c], want);
+                            bad = 1;
+                        }
+                    }
+                    if (jl > jh) {
+                        TH_CHECK(m == m0 && l == l0 && memcmp(o, o0, sizeof o) == 0,
+                                 "%s softmax_step n=%d: an empty range [%d,%d] changed m, l or o", syk_isa_name(k->isa),
+                                 n, jl, jh);
+                        continue;
+                    }
+                    TH_CHECK((double)m == mx, "%s softmax_step n=%d [%d,%d]: m = %.9g, want %.9g", syk_isa_name(k->isa),
+                             n, jl, jh, (double)m, mx);
+                    const double lw = (double)l0 * alpha + sum;
+                    TH_CHECK(fabs(l - lw) <= 1e-6 * lw, "%s softmax_step n=%d [%d,%d]: l = %.9g, want %.9g",
+                             syk_isa_name(k->isa), n, jl, jh, (double)l, lw);
+                    for (int d = 0; d < 16; d++) {
+                        const double want = d < dv ? o0[d] * alpha : o0[d];
+                        if (!(fabs(o[d] - want) <= 1e-6 * fabs(want))) {
+                            TH_CHECK(0, "%s softmax_step n=%d [%d,%d]: o[%d] = %.9g, want %.9g (alpha %.9g)",
+                                     syk_isa_name(k->isa), n, jl, jh, d, (double)o[d], want, alpha);
+                            break;
+                        }
+                    }
+                }
+    TH_CHECK(cases >= 200, "softmax_step ran only %d cases", cases);
 }
 
 /* A gemm tile writes exactly its rows and columns. */
@@ -383,6 +451,7 @@ int main(void)
         if (!k)
             continue;
         test_vexp(k);
+        test_softmax_step(k);
         test_pv(k);
         test_tile(k);
         test_blocking(k, pool);

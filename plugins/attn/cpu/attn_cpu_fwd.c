@@ -141,36 +141,9 @@ static void attend(const fwd_job *j, const item *it, float *scratch)
         for (int64_t r = 0; r < rows; r++) {
             const int64_t pos = first_pos + r / G;
             const int64_t lo = W > 0 && pos - W + 1 > 0 ? pos - W + 1 : 0;
-            float *sr = S + r * bs;
             const int64_t jl = lo > j0 ? lo - j0 : 0;
             const int64_t jh = pos - j0 < nv - 1 ? pos - j0 : nv - 1; /* inclusive */
-            if (jl > jh) { /* the whole block is outside this row's window: contributes nothing */
-                memset(sr, 0, sizeof(float) * (size_t)nv);
-                continue;
-            }
-            float mx = M[r];
-            for (int64_t c = jl; c <= jh; c++)
-                mx = sr[c] > mx ? sr[c] : mx;
-            for (int64_t c = jl; c <= jh; c++)
-                sr[c] -= mx;
-            kern->vexp(sr + jl, sr + jl, jh - jl + 1);
-            for (int64_t c = 0; c < jl; c++)
-                sr[c] = 0.0f;
-            for (int64_t c = jh + 1; c < nv; c++)
-                sr[c] = 0.0f;
-            float sum = 0.0f;
-            for (int64_t c = jl; c <= jh; c++)
-                sum += sr[c];
-            if (M[r] != mx) {
-                /* The running max moved: rescale what was accumulated so far. */
-                const float alpha = M[r] == -INFINITY ? 0.0f : expf(M[r] - mx);
-                float *o = O + r * DV;
-                for (int64_t d = 0; d < DV; d++)
-                    o[d] *= alpha;
-                L[r] *= alpha;
-                M[r] = mx;
-            }
-            L[r] += sum;
+            kern->softmax_step(S + r * bs, nv, jl, jh, M + r, L + r, O + r * DV, DV);
         }
 
         kern->gemm_nn_acc[a->kvt](S, bs, V, DV, O, DV, rows, nv, DV);
@@ -208,9 +181,13 @@ static void attend_items(void *arg, int64_t begin, int64_t end, int worker)
         const int64_t local = i - base;
         item it;
         it.s = s;
-        it.kvh = local % a->p.n_kv_heads;
-        const int64_t chunk = local / a->p.n_kv_heads;
+        /* A KV head's chunks are consecutive items, so a worker's next item mostly reads the K/V its last one
+         * left in L2 (heads innermost had every item of a step sweep all heads' caches), and the last chunk,
+         * which attends to the most positions, goes first: the costliest items are handed out earliest. */
         const int64_t len = j->b->tok_start[s + 1] - j->b->tok_start[s];
+        const int64_t chunks = (len + j->tokens - 1) / j->tokens;
+        it.kvh = local / chunks;
+        const int64_t chunk = chunks - 1 - local % chunks;
         it.t0 = j->b->tok_start[s] + chunk * j->tokens;
         it.nt = len - chunk * j->tokens < j->tokens ? len - chunk * j->tokens : j->tokens;
         attend(j, &it, scratch);

@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "sykern.h"
@@ -23,7 +24,7 @@
 #define INL static inline __attribute__((always_inline))
 #define NR 2
 #define MR 4
-#define PV_NR 4 /* pv tile: 4 rows x 2 vectors of d + 2 v + 1 broadcast */
+#define PV_NR 4 /* pv tile: 4 rows x 2 vectors of d + 2 v + 1 broadcast (6 rows measured 1.3-2x slower on Zen 3) */
 #define WR 3       /* wide path: 3 x 4 micro-tile (12 accumulators + 3 x + 1 weight) */
 #ifndef SYK_AVX2_WIDE_MIN
 #define SYK_AVX2_WIDE_MIN 3 /* from this many rows of x, the wide path */
@@ -299,41 +300,56 @@ INL void gemm_nt(const float *x, int64_t ldx, const void *w, int64_t ldw, float 
 #undef WROW
 }
 
-/* acc[i][d0..d0+16) += sum_j p[i][j] v[j][d0..d0+16), the second vector partial or absent at the end. */
+/*
+ * acc[i][d0..d0+8nv) += sum_j p[i][j] v[j][d0..d0+8nv), the vectors past dv
+ * partial or absent. Every accumulator adds the positions in order, one
+ * FMA each, so the tile's shape never changes a bit; it only decides how
+ * many independent FMA chains there are: decode's single row takes 8
+ * vectors (64 of d) at once, since with 2 its two chains waited out the
+ * FMA latency at every position.
+ */
 INL void pv_tile(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda, int64_t npos,
-                 int64_t d0, int64_t dv, const int nr, const int dt)
+                 int64_t d0, int64_t dv, const int nr, const int nv, const int dt)
 {
-    const int64_t rem0 = dv - d0 < 8 ? dv - d0 : 8;
-    const int64_t rem1 = dv - d0 - 8 < 0 ? 0 : dv - d0 - 8 < 8 ? dv - d0 - 8 : 8;
-    const __m256i m0 = lane_mask(rem0), m1 = lane_mask(rem1);
-    __m256 c[PV_NR][2];
-#pragma GCC unroll 4
-    for (int i = 0; i < nr; i++) {
-        c[i][0] = _mm256_maskload_ps(acc + i * lda + d0, m0);
-        c[i][1] = _mm256_maskload_ps(acc + i * lda + d0 + 8, m1);
+    int64_t rem[8];
+    __m256i mk[8];
+    int full = 1;
+#pragma GCC unroll 8
+    for (int t = 0; t < nv; t++) {
+        const int64_t r = dv - d0 - 8 * t;
+        rem[t] = r < 0 ? 0 : r < 8 ? r : 8;
+        mk[t] = lane_mask(rem[t]);
+        full &= rem[t] == 8;
     }
-    const int full = rem0 == 8 && rem1 == 8;
+    __m256 c[PV_NR][8];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < nv; t++)
+            c[i][t] = rem[t] == 8 ? _mm256_loadu_ps(acc + i * lda + d0 + 8 * t)
+                                  : _mm256_maskload_ps(acc + i * lda + d0 + 8 * t, mk[t]);
     for (int64_t j = 0; j < npos; j++) {
-        __m256 v0, v1;
-        if (full) {
-            v0 = load_w(v, j * ldv + d0, dt);
-            v1 = load_w(v, j * ldv + d0 + 8, dt);
-        } else {
-            v0 = rem0 == 8 ? load_w(v, j * ldv + d0, dt) : load_w_part(v, j * ldv + d0, dt, rem0);
-            v1 = load_w_part(v, j * ldv + d0 + 8, dt, rem1);
-        }
+        __m256 vv[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < nv; t++)
+            vv[t] = full || rem[t] == 8 ? load_w(v, j * ldv + d0 + 8 * t, dt)
+                                        : load_w_part(v, j * ldv + d0 + 8 * t, dt, rem[t]);
 #pragma GCC unroll 4
         for (int i = 0; i < nr; i++) {
             const __m256 pb = _mm256_broadcast_ss(p + i * ldp + j);
-            c[i][0] = _mm256_fmadd_ps(pb, v0, c[i][0]);
-            c[i][1] = _mm256_fmadd_ps(pb, v1, c[i][1]);
+#pragma GCC unroll 8
+            for (int t = 0; t < nv; t++)
+                c[i][t] = _mm256_fmadd_ps(pb, vv[t], c[i][t]);
         }
     }
 #pragma GCC unroll 4
-    for (int i = 0; i < nr; i++) {
-        _mm256_maskstore_ps(acc + i * lda + d0, m0, c[i][0]);
-        _mm256_maskstore_ps(acc + i * lda + d0 + 8, m1, c[i][1]);
-    }
+    for (int i = 0; i < nr; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < nv; t++)
+            if (rem[t] == 8) /* masked stores are microcoded on AMD: a dozen cycles each on Zen 3 */
+                _mm256_storeu_ps(acc + i * lda + d0 + 8 * t, c[i][t]);
+            else
+                _mm256_maskstore_ps(acc + i * lda + d0 + 8 * t, mk[t], c[i][t]);
 }
 
 INL void pv_rows(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda, int64_t n,
@@ -341,13 +357,13 @@ INL void pv_rows(const float *p, int64_t ldp, const void *v, int64_t ldv, float 
 {
     int64_t i = 0;
     for (; i + PV_NR <= n; i += PV_NR)
-        pv_tile(p + i * ldp, ldp, v, ldv, acc + i * lda, lda, npos, d0, dv, PV_NR, dt);
+        pv_tile(p + i * ldp, ldp, v, ldv, acc + i * lda, lda, npos, d0, dv, PV_NR, 2, dt);
     const float *pi = p + i * ldp;
     float *ai = acc + i * lda;
     switch (n - i) {
-    case 3: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 3, dt); break;
-    case 2: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 2, dt); break;
-    case 1: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 1, dt); break;
+    case 3: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 3, 2, dt); break;
+    case 2: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 2, 2, dt); break;
+    case 1: pv_tile(pi, ldp, v, ldv, ai, lda, npos, d0, dv, 1, 2, dt); break;
     default: break;
     }
 }
@@ -364,6 +380,15 @@ INL void pv_rows(const float *p, int64_t ldp, const void *v, int64_t ldv, float 
 INL void gemm_nn_acc(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda, int64_t n,
                      int64_t npos, int64_t dv, const int dt)
 {
+    if (n <= 2) { /* decode: 8 chains per tile (see pv_tile) */
+        const int nv = n == 1 ? 8 : 4;
+        for (int64_t d0 = 0; d0 < dv; d0 += 8 * nv)
+            if (n == 1)
+                pv_tile(p, ldp, v, ldv, acc, lda, npos, d0, dv, 1, 8, dt);
+            else
+                pv_tile(p, ldp, v, ldv, acc, lda, npos, d0, dv, 2, 4, dt);
+        return;
+    }
     if (dt == SY_DTYPE_F32 || n <= PV_NR) {
         for (int64_t d0 = 0; d0 < dv; d0 += 16)
             pv_rows(p, ldp, v, ldv, acc, lda, n, npos, d0, dv, dt);
@@ -418,6 +443,76 @@ static void vexp(float *y, const float *x, int64_t n)
     }
 }
 
+INL float hmax8(__m256 v)
+{
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_max_ss(x, _mm_shuffle_ps(x, x, 1));
+    return _mm_cvtss_f32(x);
+}
+
+/* Lanes c0..c0+7 that lie in [jl, jh]. */
+INL __m256 in_range(int64_t c0, int64_t jl, int64_t jh)
+{
+    const __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)c0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i ge = _mm256_cmpgt_epi32(idx, _mm256_set1_epi32((int)jl - 1));
+    const __m256i le = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)jh + 1), idx);
+    return _mm256_castsi256_ps(_mm256_and_si256(ge, le));
+}
+
+/*
+ * The softmax step in 8-lane vectors (sykern.h). The scores were a scalar
+ * max, subtract, zero and a serial sum per row and block: in prefill that
+ * cost as much as the QK^T product. Lanes outside [jl, jh] enter the max as
+ * -inf and leave the exp as 0; the sum is 8 lane sums over the vectors in
+ * order, then red1's tree.
+ */
+void syk__softmax_step_avx2(float *s, int64_t n, int64_t jl, int64_t jh, float *m, float *l, float *o, int64_t dv)
+{
+    if (jl > jh) {
+        memset(s, 0, sizeof(float) * (size_t)n);
+        return;
+    }
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 vm = _mm256_set1_ps(*m);
+    for (int64_t c0 = jl & ~(int64_t)7; c0 <= jh; c0 += 8) {
+        const __m256 x = c0 + 8 <= n ? _mm256_loadu_ps(s + c0) : _mm256_maskload_ps(s + c0, lane_mask(n - c0));
+        vm = _mm256_max_ps(_mm256_blendv_ps(ninf, x, in_range(c0, jl, jh)), vm); /* a NaN score is passed over */
+    }
+    const float mx = hmax8(vm);
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256 vs = _mm256_setzero_ps();
+    for (int64_t c0 = 0; c0 < n; c0 += 8) {
+        const int whole = c0 + 8 <= n;
+        if (c0 + 8 <= jl || c0 > jh) {
+            if (whole)
+                _mm256_storeu_ps(s + c0, _mm256_setzero_ps());
+            else
+                memset(s + c0, 0, sizeof(float) * (size_t)(n - c0));
+            continue;
+        }
+        const __m256 x = whole ? _mm256_loadu_ps(s + c0) : _mm256_maskload_ps(s + c0, lane_mask(n - c0));
+        const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(x, vmx)), in_range(c0, jl, jh));
+        vs = _mm256_add_ps(vs, e);
+        if (whole)
+            _mm256_storeu_ps(s + c0, e);
+        else
+            _mm256_maskstore_ps(s + c0, lane_mask(n - c0), e);
+    }
+    const float sum = red1(vs);
+    if (*m != mx) {
+        const __m256 alpha = _mm256_set1_ps(*m == -INFINITY ? 0.0f : expf(*m - mx));
+        int64_t d = 0;
+        for (; d + 8 <= dv; d += 8)
+            _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), alpha));
+        for (; d < dv; d++)
+            o[d] *= _mm256_cvtss_f32(alpha);
+        *l *= _mm256_cvtss_f32(alpha);
+        *m = mx;
+    }
+    *l += sum;
+}
+
 #define WRAP(DT, SUF)                                                                                              \
     static void gemm_nt_##SUF(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo,   \
                               int64_t n, int64_t m, int64_t k, int accumulate)                                     \
@@ -439,6 +534,7 @@ static const syk_kernels kernels = {
     .gemm_nt = {gemm_nt_f32, gemm_nt_f16, gemm_nt_bf16},
     .gemm_nn_acc = {gemm_nn_acc_f32, gemm_nn_acc_f16, gemm_nn_acc_bf16},
     .vexp = vexp,
+    .softmax_step = syk__softmax_step_avx2,
 };
 
 #ifdef __clang__

@@ -334,6 +334,7 @@ static const syk_kernels kernels = {
     .gemm_nt = {gemm_nt_f32, gemm_nt_f16, gemm_nt_bf16},
     .gemm_nn_acc = {gemm_nn_acc_f32, gemm_nn_acc_f16, gemm_nn_acc_bf16},
     .vexp = vexp,
+    .softmax_step = syk__softmax_step_avx2,
 };
 
 #ifdef __clang__

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "sykconv.h"
 #include "sykern.h"
@@ -92,6 +93,35 @@ static void vexp(float *y, const float *x, int64_t n)
     }
 }
 
+static void softmax_step(float *s, int64_t n, int64_t jl, int64_t jh, float *m, float *l, float *o, int64_t dv)
+{
+    if (jl > jh) {
+        memset(s, 0, sizeof(float) * (size_t)n);
+        return;
+    }
+    float mx = *m;
+    for (int64_t c = jl; c <= jh; c++)
+        mx = s[c] > mx ? s[c] : mx;
+    for (int64_t c = jl; c <= jh; c++)
+        s[c] -= mx;
+    vexp(s + jl, s + jl, jh - jl + 1);
+    for (int64_t c = 0; c < jl; c++)
+        s[c] = 0.0f;
+    for (int64_t c = jh + 1; c < n; c++)
+        s[c] = 0.0f;
+    float sum = 0.0f;
+    for (int64_t c = jl; c <= jh; c++)
+        sum += s[c];
+    if (*m != mx) {
+        const float alpha = *m == -INFINITY ? 0.0f : expf(*m - mx);
+        for (int64_t d = 0; d < dv; d++)
+            o[d] *= alpha;
+        *l *= alpha;
+        *m = mx;
+    }
+    *l += sum;
+}
+
 #define WRAP(DT, SUF)                                                                                              \
     static void gemm_nt_##SUF(const float *x, int64_t ldx, const void *w, int64_t ldw, float *out, int64_t ldo,   \
                               int64_t n, int64_t m, int64_t k, int accumulate)                                     \
@@ -113,6 +143,7 @@ static const syk_kernels kernels = {
     .gemm_nt = {gemm_nt_f32, gemm_nt_f16, gemm_nt_bf16},
     .gemm_nn_acc = {gemm_nn_acc_f32, gemm_nn_acc_f16, gemm_nn_acc_bf16},
     .vexp = vexp,
+    .softmax_step = softmax_step,
 };
 
 const syk_kernels *syk__kernels_portable(void)

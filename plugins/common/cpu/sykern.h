@@ -82,12 +82,24 @@ typedef void (*syk_gemm_nn_acc_fn)(const float *p, int64_t ldp, const void *v, i
  * NaN. y may alias x.
  */
 typedef void (*syk_vexp_fn)(float *y, const float *x, int64_t n);
+/*
+ * One online-softmax step of one query row over one KV block's scores s[0..n):
+ * the positions in [jl, jh] are the row's (causal / window), the rest get 0.
+ * m' = max(*m, s[jl..jh]); s[c] = exp(s[c] - m') (the table's vexp) on the
+ * row's positions; if m' moved, o[0..dv) and *l are scaled by exp(*m - m')
+ * (0 from -inf) and *m = m'; then *l += the sum of the new exps. jl > jh:
+ * all of s becomes 0 and nothing else changes. The sum's order is fixed by
+ * n, jl and jh alone, so a row's bits never depend on the rows beside it.
+ */
+typedef void (*syk_softmax_step_fn)(float *s, int64_t n, int64_t jl, int64_t jh, float *m, float *l, float *o,
+                                    int64_t dv);
 
 typedef struct syk_kernels {
     syk_isa isa;
     syk_gemm_nt_fn gemm_nt[SYK_N_WDTYPES];
     syk_gemm_nn_acc_fn gemm_nn_acc[SYK_N_WDTYPES];
     syk_vexp_fn vexp;
+    syk_softmax_step_fn softmax_step;
 } syk_kernels;
 
 /* Constant tables, one per ISA; NULL when the ISA is not compiled in. */
@@ -96,6 +108,8 @@ const syk_kernels *syk_kernels_for(syk_isa isa);
 const syk_kernels *syk__kernels_portable(void);
 const syk_kernels *syk__kernels_avx2(void);
 const syk_kernels *syk__kernels_avx512(void);
+/* AVX2's softmax step, which the AVX-512 table shares: 16 scores a row gain nothing from wider vectors. */
+void syk__softmax_step_avx2(float *s, int64_t n, int64_t jl, int64_t jh, float *m, float *l, float *o, int64_t dv);
 
 /* ------------------------------------------------------ BF16 dot products */
 
