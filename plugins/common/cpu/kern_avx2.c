@@ -313,13 +313,11 @@ INL void pv_tile(const float *p, int64_t ldp, const void *v, int64_t ldv, float 
 {
     int64_t rem[8];
     __m256i mk[8];
-    int full = 1;
 #pragma GCC unroll 8
     for (int t = 0; t < nv; t++) {
         const int64_t r = dv - d0 - 8 * t;
         rem[t] = r < 0 ? 0 : r < 8 ? r : 8;
         mk[t] = lane_mask(rem[t]);
-        full &= rem[t] == 8;
     }
     __m256 c[PV_NR][8];
 #pragma GCC unroll 4
@@ -332,8 +330,8 @@ INL void pv_tile(const float *p, int64_t ldp, const void *v, int64_t ldv, float 
         __m256 vv[8];
 #pragma GCC unroll 8
         for (int t = 0; t < nv; t++)
-            vv[t] = full || rem[t] == 8 ? load_w(v, j * ldv + d0 + 8 * t, dt)
-                                        : load_w_part(v, j * ldv + d0 + 8 * t, dt, rem[t]);
+            vv[t] = rem[t] == 8 ? load_w(v, j * ldv + d0 + 8 * t, dt)
+                                : load_w_part(v, j * ldv + d0 + 8 * t, dt, rem[t]);
 #pragma GCC unroll 4
         for (int i = 0; i < nr; i++) {
             const __m256 pb = _mm256_broadcast_ss(p + i * ldp + j);
