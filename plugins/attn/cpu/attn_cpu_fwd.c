@@ -67,10 +67,16 @@ typedef struct item {
     int64_t nt;  /* tokens */
 } item;
 
-static int64_t items_of(const fwd_job *j, int32_t s)
+/* Query chunks of sequence s: its new tokens, j->tokens to an item. */
+static int64_t chunks_of(const fwd_job *j, int32_t s)
 {
     const int64_t len = j->b->tok_start[s + 1] - j->b->tok_start[s];
-    return ((len + j->tokens - 1) / j->tokens) * j->a->p.n_kv_heads;
+    return (len + j->tokens - 1) / j->tokens;
+}
+
+static int64_t items_of(const fwd_job *j, int32_t s)
+{
+    return chunks_of(j, s) * j->a->p.n_kv_heads;
 }
 
 /*
@@ -185,7 +191,7 @@ static void attend_items(void *arg, int64_t begin, int64_t end, int worker)
          * left in L2 (heads innermost had every item of a step sweep all heads' caches), and the last chunk,
          * which attends to the most positions, goes first: the costliest items are handed out earliest. */
         const int64_t len = j->b->tok_start[s + 1] - j->b->tok_start[s];
-        const int64_t chunks = (len + j->tokens - 1) / j->tokens;
+        const int64_t chunks = chunks_of(j, s);
         it.kvh = local / chunks;
         const int64_t chunk = chunks - 1 - local % chunks;
         it.t0 = j->b->tok_start[s] + chunk * j->tokens;

@@ -378,13 +378,14 @@ INL void pv_rows(const float *p, int64_t ldp, const void *v, int64_t ldv, float 
 INL void gemm_nn_acc(const float *p, int64_t ldp, const void *v, int64_t ldv, float *acc, int64_t lda, int64_t n,
                      int64_t npos, int64_t dv, const int dt)
 {
-    if (n <= 2) { /* decode: 8 chains per tile (see pv_tile) */
-        const int nv = n == 1 ? 8 : 4;
-        for (int64_t d0 = 0; d0 < dv; d0 += 8 * nv)
-            if (n == 1)
-                pv_tile(p, ldp, v, ldv, acc, lda, npos, d0, dv, 1, 8, dt);
-            else
-                pv_tile(p, ldp, v, ldv, acc, lda, npos, d0, dv, 2, 4, dt);
+    if (n == 1) { /* decode: 8 chains per tile (see pv_tile) */
+        for (int64_t d0 = 0; d0 < dv; d0 += 64)
+            pv_tile(p, ldp, v, ldv, acc, lda, npos, d0, dv, 1, 8, dt);
+        return;
+    }
+    if (n == 2) {
+        for (int64_t d0 = 0; d0 < dv; d0 += 32)
+            pv_tile(p, ldp, v, ldv, acc, lda, npos, d0, dv, 2, 4, dt);
         return;
     }
     if (dt == SY_DTYPE_F32 || n <= PV_NR) {
@@ -499,13 +500,14 @@ void syk__softmax_step_avx2(float *s, int64_t n, int64_t jl, int64_t jh, float *
     }
     const float sum = red1(vs);
     if (*m != mx) {
-        const __m256 alpha = _mm256_set1_ps(*m == -INFINITY ? 0.0f : expf(*m - mx));
+        const float alpha = *m == -INFINITY ? 0.0f : expf(*m - mx);
+        const __m256 va = _mm256_set1_ps(alpha);
         int64_t d = 0;
         for (; d + 8 <= dv; d += 8)
-            _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), alpha));
+            _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), va));
         for (; d < dv; d++)
-            o[d] *= _mm256_cvtss_f32(alpha);
-        *l *= _mm256_cvtss_f32(alpha);
+            o[d] *= alpha;
+        *l *= alpha;
         *m = mx;
     }
     *l += sum;
