@@ -580,7 +580,7 @@ static void speed_case(sy_pc *pc, const mcase *c, int n_tokens)
         snprintf(note, sizeof note, "%s returned %d (%s): %s", step, rc, sy_status_str(rc), err.msg);
         sy_pc_row(pc, "forward", cas, SY_PC_FAIL, -1, -1, note);
     } else {
-        /* Batches say how far from the expert GEMMs' nominal peak they are, where the plugin knows it. */
+        /* Batches say how far from the expert GEMMs' peak they are, where the plugin knows it. */
         char peak[96] = "";
         void *f = n_tokens > 1 && pc->desc->get_proc ? pc->desc->get_proc("matmul_peak") : NULL;
         char path[32] = "";

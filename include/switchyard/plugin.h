@@ -724,9 +724,10 @@ typedef struct sy_device_ops {
 typedef void (*sy_device_parallel_for_fn)(void *inst, int64_t n, int64_t grain, sy_range_fn fn, void *arg);
 typedef int (*sy_device_n_workers_fn)(void *inst);
 /*
- * Optional device extra get_proc("matmul_peak"): the nominal peak GFLOP/s of
- * the instance's matmul path for weights of wdtype, over all its workers (0:
- * unknown), for benchmarks to print achieved against it; path (may be NULL)
+ * Optional device extra get_proc("matmul_peak"): the hardware's peak GFLOP/s
+ * of the instance's matmul path for weights of wdtype, over all its workers
+ * (0: unknown), for benchmarks to print achieved against it (cpu measures
+ * one core's FMA rate rather than trust a nominal clock); path (may be NULL)
  * receives the path's name, e.g. "amx-bf16". A moe plugin may offer the
  * same get_proc with this signature on its own instance (its expert GEMMs).
  */

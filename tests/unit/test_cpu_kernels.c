@@ -428,6 +428,40 @@ static void test_pool(void)
     TH_CHECK(syk_online_cpus() >= 1, "online cpus");
 }
 
+/*
+ * The peaks benchmarks print against: on the vector ISAs the F32 peak is a
+ * measured FMA rate (a hypervisor's /proc/cpuinfo clock made kernels print
+ * 112% of peak), within what any core could do, and the BF16 paths' peaks
+ * follow from the clock it implies (4x and 32x the F32 rate per core on
+ * AVX2's 32 FLOP a cycle). The portable kernels have none.
+ */
+static void test_peak(const syk_kernels *k)
+{
+    char how[256];
+    const double f32 = syk_matmul_peak(k->isa, SYK_PATH_F32, 2, how, sizeof how);
+    if (k->isa == SYK_ISA_PORTABLE) {
+        TH_CHECK(f32 == 0 && strstr(how, "portable"), "portable: peak %g (%s), expected none", f32, how);
+        return;
+    }
+#if defined(__x86_64__)
+    TH_CHECK(strstr(how, "measured FMA rate") != NULL, "%s: the F32 peak is not measured: %s", syk_isa_name(k->isa), how);
+#endif
+    /* per core: above a 1 GHz single-port part's rate, below 8 GHz x 4 zmm FMA ports */
+    TH_CHECK(f32 / 2 > 8 && f32 / 2 < 8000 * 4 * 32 * 1e-3, "%s: F32 peak %g GFLOP/s on 2 cores (%s)",
+             syk_isa_name(k->isa), f32, how);
+    /* Two measurements, so not exact; one whose five runs were all preempted (a loaded CI machine) reads far
+     * lower, so up to three tries: what is checked is the derivation, not the machine's quiet. */
+    const double want = k->isa == SYK_ISA_AVX512 ? 2.0 : 4.0;
+    double bf16 = 0, ratio = 0;
+    for (int tries = 0; tries < 3 && !(ratio > want * 0.5 && ratio < want * 2.0); tries++) {
+        bf16 = syk_matmul_peak(k->isa, SYK_PATH_AVX512BF16, 2, how, sizeof how);
+        ratio = bf16 / syk_matmul_peak(k->isa, SYK_PATH_F32, 2, NULL, 0);
+    }
+    TH_CHECK(ratio > want * 0.5 && ratio < want * 2.0, "%s: AVX512-BF16 peak %g, %g times the F32 peak, expected ~%g (%s)",
+             syk_isa_name(k->isa), bf16, ratio, want, how);
+    printf("  %s peak: F32 %.0f, AVX512-BF16 %.0f GFLOP/s on 2 cores\n", syk_isa_name(k->isa), f32, bf16);
+}
+
 int main(void)
 {
     test_conversions();
@@ -455,6 +489,7 @@ int main(void)
         test_pv(k);
         test_tile(k);
         test_blocking(k, pool);
+        test_peak(k);
     }
     if (pool)
         syk_pool_destroy(pool);

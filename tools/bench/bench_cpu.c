@@ -383,7 +383,7 @@ int main(int argc, char **argv)
     printf("plugins: %s; threads: %d\n", sy_engine_describe(e), threads);
     printf("measured read bandwidth: %.1f GB/s -> batch-1 decode bound %.1f tok/s\n", bw, bound);
     /* Prefill's matmul work: 2 FLOP per weight a token reads, less the LM head, which only the last
-     * position runs (attention's own products left out), against the device's nominal peak for the path. */
+     * position runs (attention's own products left out), against the device's peak for the path (measured FMA rate, peak.c). */
     const uint64_t head_elems = (uint64_t)m->lm_head.shape[0] * (uint64_t)m->lm_head.shape[1];
     const double elem_bytes = sy_dtype_bits(m->embed.dtype) / 8.0;
     const double tok_flop = 2.0 * ((double)step_bytes / elem_bytes - (double)head_elems), head_flop = 2.0 * head_elems;
@@ -392,7 +392,7 @@ int main(int argc, char **argv)
     const double peak =
         peak_f ? ((sy_device_matmul_peak_fn)peak_f)(e->device->inst, m->embed.dtype, path, sizeof path) : 0;
     if (peak > 0)
-        printf("matmul peak: %.0f GFLOP/s (%s, nominal); prefill GFLOP/s counts the linear layers' weights only\n",
+        printf("matmul peak: %.0f GFLOP/s (%s); prefill GFLOP/s counts the linear layers' weights only\n",
                peak, path);
     printf("\n| test | tokens | best tok/s | mean tok/s | vs bound |\n|---|---:|---:|---:|---:|\n");
 

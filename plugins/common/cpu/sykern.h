@@ -207,9 +207,11 @@ typedef enum syk_path {
     SYK_PATH_AMX = 2         /* matmul = bf16 on AMX tiles */
 } syk_path;
 /*
- * Nominal peak GFLOP/s of path on `cores` cores: FLOP/cycle/core of its
- * instruction (peak.c says which) x the clock /proc/cpuinfo reports. 0 when
- * unknown. how (may be NULL) receives the derivation, numbers included.
+ * Peak GFLOP/s of path on `cores` cores (peak.c says how): for F32, one
+ * core's measured FMA rate x cores; for the BF16 paths, FLOP/cycle/core of
+ * their instruction x the clock that FMA rate implies. Without a measured
+ * rate (portable kernels, not x86-64) the /proc/cpuinfo clock; 0 when
+ * unknown. Takes ~1 ms. how (may be NULL) receives the derivation.
  */
 double syk_matmul_peak(syk_isa isa, syk_path path, int cores, char *how, size_t how_len);
 /*

@@ -264,7 +264,7 @@ static const char *dev_isa_name(void *inst)
     return d ? syk_isa_name(d->isa) : "?";
 }
 
-/* "matmul_peak": the nominal peak of the path a linear on weights of wdtype takes here (bench and plugin-check). */
+/* "matmul_peak": the peak of the path a linear on weights of wdtype takes here (bench and plugin-check). */
 static double dev_matmul_peak(void *inst, sy_dtype wdtype, char *path, size_t path_len)
 {
     const sy_cpu_dev *d = inst;

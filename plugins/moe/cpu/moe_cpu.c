@@ -448,7 +448,7 @@ static const char *matmul_line(void *inst)
 }
 
 /*
- * get_proc("matmul_peak") (sy_device_matmul_peak_fn, on this instance): the nominal peak of the path the expert
+ * get_proc("matmul_peak") (sy_device_matmul_peak_fn, on this instance): the peak of the path the expert
  * GEMMs take on weights of wdtype, over the host's workers, for plugin-check --speed to print achieved against it.
  */
 static double matmul_peak(void *inst, sy_dtype wdtype, char *path, size_t path_len)
