@@ -18,6 +18,23 @@ for want in "decode bound" "pp8" "tg4" "profile of decode"; do
     if grep -q "$want" "$tmp/run.out"; then ok "the run prints \"$want\""; else
         bad "no \"$want\" in: $(cat "$tmp/run.out")"; fi
 done
+# The profile's linear rows give GFLOP/s, prefill's measure, against the device's peak.
+if grep -Eq '^\| linear[^|]* n=>1 \|[^|]*\|[^|]*\|[^|]*\|[^|]*\| [0-9.]+ \([0-9]+% of peak\) \|$' "$tmp/run.out"; then
+    ok "the profile's batched linears print GFLOP/s of the peak"
+else
+    bad "no 'N (P% of peak)' GFLOP/s on a batched linear: $(grep '^| linear' "$tmp/run.out")"
+fi
+# A mixture-of-experts model's experts are a row of their own, not "outside the ops".
+need_model tiny-mixtral
+moe=$SY_SHARED_DIR/models/tiny-mixtral
+if "$bc" --plugin-dir "$plugins" --model "$moe" --threads 2 --repeat 1 --prompts 8 --decode 4 --profile \
+    >"$tmp/moe.out" 2>"$tmp/moe.err" &&
+    grep -Eq '^\| moe forward \(routed experts\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+% \|  \| [0-9.]+ \([0-9]+% of peak\) \|$' \
+        "$tmp/moe.out"; then
+    ok "the profile times the moe forward, with its GFLOP/s"
+else
+    bad "no moe forward row: $(cat "$tmp/moe.out" "$tmp/moe.err")"
+fi
 
 # expect_refusal NAME WANT ARGS...: exit 2 and WANT on stderr
 expect_refusal() {

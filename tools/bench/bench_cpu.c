@@ -88,15 +88,18 @@ static double read_bandwidth(int threads, size_t bytes)
 #define PROF_MAX 64
 typedef struct prof_slot {
     char name[48];
-    double s;
+    double s, flop; /* flop: the linears' 2 x rows x m x k */
     uint64_t calls, bytes;
 } prof_slot;
 static prof_slot prof[PROF_MAX];
 static int prof_n;
 static const sy_device_ops *prof_dev;
 static const sy_attn_ops *prof_att;
+static const sy_moe_ops *prof_mo;
 static sy_device_ops prof_dev_ops;
 static sy_attn_ops prof_att_ops;
+static sy_moe_ops prof_mo_ops;
+static double prof_moe_flop_per_row; /* the routed experts' 2 x top_k x 3 x hidden x moe_inter */
 
 static prof_slot *prof_get(const char *name)
 {
@@ -109,12 +112,13 @@ static prof_slot *prof_get(const char *name)
     return &prof[prof_n++];
 }
 
-static void prof_add(const char *name, double t0, uint64_t bytes)
+static void prof_add(const char *name, double t0, uint64_t bytes, double flop)
 {
     prof_slot *p = prof_get(name);
     p->s += sy_now() - t0;
     p->calls++;
     p->bytes += bytes;
+    p->flop += flop;
 }
 
 static int prof_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy_tensor *bias, sy_tensor *out,
@@ -125,7 +129,7 @@ static int prof_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const
     char nm[48];
     snprintf(nm, sizeof nm, "linear %lldx%lld n=%s", (long long)w->shape[0], (long long)w->shape[1],
              x->shape[0] == 1 ? "1" : ">1");
-    prof_add(nm, t0, sy_tensor_nbytes(w));
+    prof_add(nm, t0, sy_tensor_nbytes(w), 2.0 * (double)x->shape[0] * (double)w->shape[0] * (double)w->shape[1]);
     return rc;
 }
 
@@ -143,7 +147,7 @@ static int prof_linear_multi(void *inst, const sy_tensor *x, int32_t n, const sy
     }
     snprintf(nm, sizeof nm, "linear_multi %dx %lldx%lld n=%s", n, (long long)m, (long long)w[0]->shape[1],
              x->shape[0] == 1 ? "1" : ">1");
-    prof_add(nm, t0, bytes);
+    prof_add(nm, t0, bytes, 2.0 * (double)x->shape[0] * (double)m * (double)w[0]->shape[1]);
     return rc;
 }
 
@@ -151,7 +155,7 @@ static int prof_embed(void *inst, const sy_tensor *table, const int32_t *ids, in
 {
     const double t0 = sy_now();
     int rc = prof_dev->embed(inst, table, ids, n, out, err);
-    prof_add("embed", t0, 0);
+    prof_add("embed", t0, 0, 0);
     return rc;
 }
 
@@ -159,7 +163,7 @@ static int prof_rmsnorm(void *inst, const sy_tensor *x, const sy_tensor *w, floa
 {
     const double t0 = sy_now();
     int rc = prof_dev->rmsnorm(inst, x, w, eps, out, err);
-    prof_add("rmsnorm", t0, 0);
+    prof_add("rmsnorm", t0, 0, 0);
     return rc;
 }
 
@@ -168,7 +172,7 @@ static int prof_add_rmsnorm(void *inst, sy_tensor *residual, const sy_tensor *x,
 {
     const double t0 = sy_now();
     int rc = prof_dev->add_rmsnorm(inst, residual, x, w, eps, out, err);
-    prof_add("add_rmsnorm", t0, 0);
+    prof_add("add_rmsnorm", t0, 0, 0);
     return rc;
 }
 
@@ -176,7 +180,7 @@ static int prof_rope(void *inst, sy_tensor *x, const int32_t *pos, const sy_rope
 {
     const double t0 = sy_now();
     int rc = prof_dev->rope(inst, x, pos, p, err);
-    prof_add("rope", t0, 0);
+    prof_add("rope", t0, 0, 0);
     return rc;
 }
 
@@ -184,7 +188,7 @@ static int prof_silu_mul(void *inst, const sy_tensor *gate, const sy_tensor *up,
 {
     const double t0 = sy_now();
     int rc = prof_dev->silu_mul(inst, gate, up, out, err);
-    prof_add("silu_mul", t0, 0);
+    prof_add("silu_mul", t0, 0, 0);
     return rc;
 }
 
@@ -192,7 +196,7 @@ static int prof_download(void *inst, void *dst, const sy_tensor *src, size_t byt
 {
     const double t0 = sy_now();
     int rc = prof_dev->download(inst, dst, src, bytes, err);
-    prof_add("download", t0, 0);
+    prof_add("download", t0, 0, 0);
     return rc;
 }
 
@@ -201,7 +205,16 @@ static int prof_attn(void *inst, int32_t layer, const sy_attn_batch *b, const sy
 {
     const double t0 = sy_now();
     int rc = prof_att->forward(inst, layer, b, q, k, v, out, err);
-    prof_add("attention", t0, 0);
+    prof_add("attention", t0, 0, 0);
+    return rc;
+}
+
+static int prof_moe(void *inst, int32_t layer, const sy_tensor *x, const sy_tensor *router_logits, sy_tensor *out,
+                    sy_err *err)
+{
+    const double t0 = sy_now();
+    int rc = prof_mo->forward(inst, layer, x, router_logits, out, err);
+    prof_add("moe forward (routed experts)", t0, 0, prof_moe_flop_per_row * (double)x->shape[0]);
     return rc;
 }
 
@@ -223,6 +236,13 @@ static void prof_install(sy_engine *e)
     prof_att_ops.forward = prof_attn;
     e->dev = &prof_dev_ops;
     e->att = &prof_att_ops;
+    if (e->mo) { /* else a mixture-of-experts model's experts would count as "outside the ops" */
+        prof_mo = e->mo;
+        prof_mo_ops = *e->mo;
+        prof_mo_ops.forward = prof_moe;
+        prof_moe_flop_per_row = 2.0 * e->mc->top_k * 3.0 * e->mc->hidden * e->mc->moe_inter;
+        e->mo = &prof_mo_ops;
+    }
 }
 
 static void prof_reset(void)
@@ -231,23 +251,31 @@ static void prof_reset(void)
     memset(prof, 0, sizeof prof);
 }
 
-/* Per generated token: time in each op, and GB/s for the linears. */
-static void prof_print(const char *what, double total_s, double per)
+/* Per token: time in each op; for the linears the weight bytes read per second (decode's bound) and
+ * GFLOP/s (prefill's), the latter against the device's peak where it has one. */
+static void prof_print(const char *what, double total_s, double per, double peak)
 {
     double ops = 0;
     for (int i = 0; i < prof_n; i++)
         ops += prof[i].s;
     printf("\nprofile of %s: %.1f us per token, %.1f us of it in ops\n", what, 1e6 * total_s / per, 1e6 * ops / per);
-    printf("| op | calls/token | us/token | share | GB/s |\n|---|---:|---:|---:|---:|\n");
+    printf("| op | calls/token | us/token | share | GB/s | GFLOP/s |\n|---|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < prof_n; i++) {
         const prof_slot *p = &prof[i];
-        char gbs[32] = "";
+        char gbs[32] = "", gfl[48] = "";
         if (p->bytes && p->s > 0)
             snprintf(gbs, sizeof gbs, "%.1f", (double)p->bytes / p->s / 1e9);
-        printf("| %s | %.1f | %.1f | %.1f%% | %s |\n", p->name, (double)p->calls / per, 1e6 * p->s / per,
-               100.0 * p->s / total_s, gbs);
+        if (p->flop > 0 && p->s > 0) {
+            const double g = p->flop / p->s / 1e9;
+            if (peak > 0)
+                snprintf(gfl, sizeof gfl, "%.1f (%.0f%% of peak)", g, 100.0 * g / peak);
+            else
+                snprintf(gfl, sizeof gfl, "%.1f", g);
+        }
+        printf("| %s | %.1f | %.1f | %.1f%% | %s | %s |\n", p->name, (double)p->calls / per, 1e6 * p->s / per,
+               100.0 * p->s / total_s, gbs, gfl);
     }
-    printf("| (outside the ops: sampling, scheduling) | | %.1f | %.1f%% | |\n", 1e6 * (total_s - ops) / per,
+    printf("| (outside the ops: sampling, scheduling) | | %.1f | %.1f%% | | |\n", 1e6 * (total_s - ops) / per,
            100.0 * (total_s - ops) / total_s);
 }
 
@@ -434,7 +462,7 @@ int main(int argc, char **argv)
         if (rc == 0 && profile) {
             char what[64];
             snprintf(what, sizeof what, "prefill pp%d (last run)", n);
-            prof_print(what, prof_s, n);
+            prof_print(what, prof_s, n, peak);
         }
         free(ids);
     }
@@ -460,7 +488,7 @@ int main(int argc, char **argv)
             printf("| decode tg%d (batch 1) | %d | %.1f | %.1f | %.0f%% |\n", decode, decode, best, sum / repeat,
                    100.0 * best / bound);
         if (rc == 0 && profile)
-            prof_print("decode (last run, prompt of 4 included)", prof_s, decode);
+            prof_print("decode (last run, prompt of 4 included)", prof_s, decode, peak);
     }
     sy_engine_close(e);
     sy_config_free(cfg);
