@@ -303,6 +303,7 @@ static void test_blocking(const syk_kernels *kern, syk_pool *pool)
                 kern->gemm_nt[dt](x + i * ldx, ldx, w, ldw, ref + i * ldo, ldo, 1, m, k, 0);
             const syk_gemm g = {.x = x, .ldx = ldx, .w = w, .wdtype = dt, .ldw = ldw, .bias_dtype = SY_DTYPE_F32,
                                 .out = got, .ldo = ldo, .n = n, .m = m, .k = k};
+            static const char *const pass_name[] = {"serial", "two workers", "sub-range tile", "one kernel call"};
             for (int pass = 0; pass < 4; pass++) {
                 for (int64_t i = 0; i < n * ldo; i++)
                     got[i] = -7.0f;
@@ -325,7 +326,7 @@ static void test_blocking(const syk_kernels *kern, syk_pool *pool)
                             bad++;
                             TH_CHECK(0, "%s %s n=%lld m=%lld k=%lld %s: out[%lld][%lld] = %a, one token at a time %a",
                                      syk_isa_name(kern->isa), sy_dtype_name(dt), (long long)n, (long long)m,
-                                     (long long)k, pass == 0 ? "serial" : pass == 1 ? "two workers" : pass == 2 ? "sub-range tile" : "one kernel call",
+                                     (long long)k, pass_name[pass],
                                      (long long)i, (long long)j, (double)v, (double)want);
                         }
                     }

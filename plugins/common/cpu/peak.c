@@ -105,6 +105,23 @@ static double fma_gflops(syk_isa isa)
 }
 #endif
 
+/* FLOP per cycle per core of isa's F32 FMAs at two ports, 0 for portable C; what (may be NULL) gets the sum. */
+static double f32_per_cycle(syk_isa isa, const char **what)
+{
+    const char *w = "";
+    double f = 0;
+    if (isa == SYK_ISA_AVX512) {
+        f = 64;
+        w = "F32: 2 ports x FMA zmm (16 MACs) = 64";
+    } else if (isa == SYK_ISA_AVX2) {
+        f = 32;
+        w = "F32: 2 ports x FMA ymm (8 MACs) = 32";
+    }
+    if (what)
+        *what = w;
+    return f;
+}
+
 double syk_matmul_peak(syk_isa isa, syk_path path, int cores, char *how, size_t how_len)
 {
     char dummy[8];
@@ -117,22 +134,14 @@ double syk_matmul_peak(syk_isa isa, syk_path path, int cores, char *how, size_t 
     switch (path) {
     case SYK_PATH_AMX: per_cycle = 1024; what = "AMX-BF16: TDPBF16PS 16x16x32 MACs per 16 cycles = 1024"; break;
     case SYK_PATH_AVX512BF16: per_cycle = 128; what = "AVX512-BF16: 2 ports x VDPBF16PS zmm (32 MACs) = 128"; break;
-    default:
-        if (isa == SYK_ISA_AVX512) {
-            per_cycle = 64;
-            what = "F32: 2 ports x FMA zmm (16 MACs) = 64";
-        } else if (isa == SYK_ISA_AVX2) {
-            per_cycle = 32;
-            what = "F32: 2 ports x FMA ymm (8 MACs) = 32";
-        }
-        break;
+    default: per_cycle = f32_per_cycle(isa, &what); break;
     }
     if (per_cycle == 0) {
         snprintf(how, how_len, "no peak (portable C)");
         return 0;
     }
     const int n = cores > 0 ? cores : 1;
-    const double f32_per_cycle = isa == SYK_ISA_AVX512 ? 64 : 32, nominal = cpuinfo_mhz();
+    const double nominal = cpuinfo_mhz();
     const double rate = fma_gflops(isa); /* one core, GFLOP/s */
     char was[64] = "";
     if (nominal > 0)
@@ -142,7 +151,7 @@ double syk_matmul_peak(syk_isa isa, syk_path path, int cores, char *how, size_t 
                  FMA_CHAINS, isa == SYK_ISA_AVX512 ? "zmm" : "ymm", rate, n, rate * n, was);
         return rate * n;
     }
-    const double mhz = rate > 0 ? rate / f32_per_cycle * 1e3 : nominal;
+    const double mhz = rate > 0 ? rate / f32_per_cycle(isa, NULL) * 1e3 : nominal;
     if (mhz <= 0) {
         snprintf(how, how_len, "no peak (no FMA rate measured and no cpu MHz in /proc/cpuinfo)");
         return 0;
