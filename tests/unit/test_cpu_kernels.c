@@ -452,6 +452,12 @@ static void test_peak(const syk_kernels *k)
     /* per core: above a 1 GHz single-port part's rate, below 8 GHz x 4 zmm FMA ports */
     TH_CHECK(f32 / 2 > 8 && f32 / 2 < 8000 * 4 * 32 * 1e-3, "%s: F32 peak %g GFLOP/s on 2 cores (%s)",
              syk_isa_name(k->isa), f32, how);
+    /* Not below half of what /proc/cpuinfo's clock gives at two ports (Zen 4's double-pumped zmm FMAs read
+     * ~0.7 of it): an instrumented measuring loop read 0.1-0.2 of it under ASan, a preempted one as low. */
+    const char *would = strstr(how, "would give ");
+    if (would)
+        TH_CHECK(f32 >= 0.5 * strtod(would + 11, NULL), "%s: F32 peak %g GFLOP/s is under half the clock's (%s)",
+                 syk_isa_name(k->isa), f32, how);
     /* Two measurements, so not exact; one whose five runs were all preempted (a loaded CI machine) reads far
      * lower, so up to three tries: what is checked is the derivation, not the machine's quiet. */
     const double want = k->isa == SYK_ISA_AVX512 ? 2.0 : 4.0;
