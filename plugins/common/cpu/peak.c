@@ -45,7 +45,8 @@ static double cpuinfo_mhz(void)
     return mhz;
 }
 
-#define FMA_CHAINS 12 /* c0..c11 in FMA_STEP: more independent chains than FMA latency x ports on any core here (4 x 2 on Zen, Intel) */
+/* c0..c11 in FMA_STEP: more independent chains than FMA latency x ports on any core here (4 x 2 on Zen, Intel) */
+#define FMA_CHAINS 12
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FMA_ITERS 100000
 
@@ -57,29 +58,29 @@ static double cpuinfo_mhz(void)
  * loads and stores, 7 GFLOP/s a core where the core does 95 (CI's sanitizer
  * build failed test_peak on it).
  */
-#define FMA_STEP(FMADD)                                                                               \
-    do {                                                                                                   \
-        c0 = FMADD(c0, m, c), c1 = FMADD(c1, m, c), c2 = FMADD(c2, m, c), c3 = FMADD(c3, m, c);            \
-        c4 = FMADD(c4, m, c), c5 = FMADD(c5, m, c), c6 = FMADD(c6, m, c), c7 = FMADD(c7, m, c);            \
-        c8 = FMADD(c8, m, c), c9 = FMADD(c9, m, c), c10 = FMADD(c10, m, c), c11 = FMADD(c11, m, c);        \
+#define FMA_STEP(FMADD)                                                                                        \
+    do {                                                                                                       \
+        c0 = FMADD(c0, m, c), c1 = FMADD(c1, m, c), c2 = FMADD(c2, m, c), c3 = FMADD(c3, m, c);                \
+        c4 = FMADD(c4, m, c), c5 = FMADD(c5, m, c), c6 = FMADD(c6, m, c), c7 = FMADD(c7, m, c);                \
+        c8 = FMADD(c8, m, c), c9 = FMADD(c9, m, c), c10 = FMADD(c10, m, c), c11 = FMADD(c11, m, c);            \
     } while (0)
-#define FMA_RUN(VEC, SET1, FMADD, ADD, CVTSS, LANES)                                                       \
-    {                                                                                                      \
-        const VEC m = SET1(1.0000001f), c = SET1(1e-7f);                                                   \
-        VEC c0 = SET1(0), c1 = SET1(1), c2 = SET1(2), c3 = SET1(3), c4 = SET1(4), c5 = SET1(5);            \
-        VEC c6 = SET1(6), c7 = SET1(7), c8 = SET1(8), c9 = SET1(9), c10 = SET1(10), c11 = SET1(11);        \
-        struct timespec t0, t1;                                                                            \
-        if (clock_gettime(CLOCK_MONOTONIC, &t0) != 0)                                                      \
-            return 0;                                                                                      \
-        for (int i = 0; i < FMA_ITERS; i++)                                                                \
-            FMA_STEP(FMADD);                                                                          \
-        if (clock_gettime(CLOCK_MONOTONIC, &t1) != 0)                                                      \
-            return 0;                                                                                      \
-        const VEC s = ADD(ADD(ADD(ADD(c0, c1), ADD(c2, c3)), ADD(ADD(c4, c5), ADD(c6, c7))),               \
-                          ADD(ADD(c8, c9), ADD(c10, c11)));                                                \
-        *sink = CVTSS(s);                                                                                  \
-        const double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);      \
-        return ns > 0 ? (double)FMA_ITERS * FMA_CHAINS * LANES * 2 / ns : 0;                               \
+#define FMA_RUN(VEC, SET1, FMADD, ADD, CVTSS, LANES)                                                           \
+    {                                                                                                          \
+        const VEC m = SET1(1.0000001f), c = SET1(1e-7f);                                                       \
+        VEC c0 = SET1(0), c1 = SET1(1), c2 = SET1(2), c3 = SET1(3), c4 = SET1(4), c5 = SET1(5);                \
+        VEC c6 = SET1(6), c7 = SET1(7), c8 = SET1(8), c9 = SET1(9), c10 = SET1(10), c11 = SET1(11);            \
+        struct timespec t0, t1;                                                                                \
+        if (clock_gettime(CLOCK_MONOTONIC, &t0) != 0)                                                          \
+            return 0;                                                                                          \
+        for (int i = 0; i < FMA_ITERS; i++)                                                                    \
+            FMA_STEP(FMADD);                                                                                   \
+        if (clock_gettime(CLOCK_MONOTONIC, &t1) != 0)                                                          \
+            return 0;                                                                                          \
+        const VEC s = ADD(ADD(ADD(ADD(c0, c1), ADD(c2, c3)), ADD(ADD(c4, c5), ADD(c6, c7))),                   \
+                          ADD(ADD(c8, c9), ADD(c10, c11)));                                                    \
+        *sink = CVTSS(s);                                                                                      \
+        const double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);           \
+        return ns > 0 ? (double)FMA_ITERS * FMA_CHAINS * LANES * 2 / ns : 0;                                   \
     }
 
 #define FMA_RUNNER __attribute__((no_sanitize("address", "undefined"), noinline))
@@ -91,10 +92,11 @@ __attribute__((target("avx512f"))) FMA_RUNNER static double fma_run_avx512(volat
 /*
  * One core's F32 FMA rate on isa's vectors in GFLOP/s: the best of 5 runs of
  * ~0.2 ms (a run that was preempted or caught the core ramping up only reads
- * low). A best below half of what nominal_mhz implies at two ports is taken
- * for a preempted core (a measurement can undercount, never overcount), and
- * up to 45 more runs (~10 ms) are made. 0 for the portable kernels. Only
- * called for an ISA the caller runs, so the CPU has its instructions.
+ * low). A best below half of nominal_gflops (the /proc/cpuinfo clock at two
+ * ports) is taken for a preempted core (a measurement can undercount, never
+ * overcount), and up to 45 more runs (~10 ms) are made. 0 for the portable
+ * kernels. Only called for an ISA the caller runs, so the CPU has its
+ * instructions.
  */
 static double fma_gflops(syk_isa isa, double nominal_gflops)
 {
