@@ -35,6 +35,15 @@ if "$bc" --plugin-dir "$plugins" --model "$moe" --threads 2 --repeat 1 --prompts
 else
     bad "no moe forward row: $(cat "$tmp/moe.out" "$tmp/moe.err")"
 fi
+# The experts' GFLOP/s are held against the moe plugin's own peak, not the device's: with portable expert
+# kernels (no peak) the row has no share of a peak, while the device's linears keep theirs.
+if "$bc" --plugin-dir "$plugins" --model "$moe" --threads 2 --repeat 1 --prompts 8 --decode 4 --profile \
+    --set moe.isa=portable >"$tmp/moe2.out" 2>"$tmp/moe2.err" &&
+    grep -Eq '^\| moe forward \(routed experts\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+% \|  \| [0-9.]+ \|$' "$tmp/moe2.out"; then
+    ok "the moe row's GFLOP/s go against the moe plugin's peak (portable: none)"
+else
+    bad "moe row with moe.isa=portable: $(grep -F 'moe forward' "$tmp/moe2.out" || cat "$tmp/moe2.err")"
+fi
 
 # expect_refusal NAME WANT ARGS...: exit 2 and WANT on stderr
 expect_refusal() {

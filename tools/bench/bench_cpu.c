@@ -89,6 +89,8 @@ static double read_bandwidth(int threads, size_t bytes)
 typedef struct prof_slot {
     char name[48];
     double s, flop; /* flop: the linears' 2 x rows x m x k */
+    int own_peak;   /* its FLOPs are held against peak (0: none), not the device's: another plugin ran them */
+    double peak;
     uint64_t calls, bytes;
 } prof_slot;
 static prof_slot prof[PROF_MAX];
@@ -100,6 +102,7 @@ static sy_device_ops prof_dev_ops;
 static sy_attn_ops prof_att_ops;
 static sy_moe_ops prof_mo_ops;
 static double prof_moe_flop_per_row; /* the routed experts' 2 x top_k x 3 x hidden x moe_inter */
+static double prof_moe_peak;         /* the moe plugin's own matmul_peak for the experts' dtype: its matmul may differ */
 
 static prof_slot *prof_get(const char *name)
 {
@@ -112,13 +115,14 @@ static prof_slot *prof_get(const char *name)
     return &prof[prof_n++];
 }
 
-static void prof_add(const char *name, double t0, uint64_t bytes, double flop)
+static prof_slot *prof_add(const char *name, double t0, uint64_t bytes, double flop)
 {
     prof_slot *p = prof_get(name);
     p->s += sy_now() - t0;
     p->calls++;
     p->bytes += bytes;
     p->flop += flop;
+    return p;
 }
 
 static int prof_linear(void *inst, const sy_tensor *x, const sy_tensor *w, const sy_tensor *bias, sy_tensor *out,
@@ -214,7 +218,9 @@ static int prof_moe(void *inst, int32_t layer, const sy_tensor *x, const sy_tens
 {
     const double t0 = sy_now();
     int rc = prof_mo->forward(inst, layer, x, router_logits, out, err);
-    prof_add("moe forward (routed experts)", t0, 0, prof_moe_flop_per_row * (double)x->shape[0]);
+    prof_slot *p = prof_add("moe forward (routed experts)", t0, 0, prof_moe_flop_per_row * (double)x->shape[0]);
+    p->own_peak = 1;
+    p->peak = prof_moe_peak;
     return rc;
 }
 
@@ -241,6 +247,14 @@ static void prof_install(sy_engine *e)
         prof_mo_ops = *e->mo;
         prof_mo_ops.forward = prof_moe;
         prof_moe_flop_per_row = 2.0 * e->mc->top_k * 3.0 * e->mc->hidden * e->mc->moe_inter;
+        void *peak_f = e->moe->plugin->desc->get_proc ? e->moe->plugin->desc->get_proc("matmul_peak") : NULL;
+        sy_dtype wdt = SY_DTYPE_F32;
+        for (int32_t l = 0; l < e->mc->n_layers; l++)
+            if (e->model->layers[l].is_moe && e->model->layers[l].exp_gate) {
+                wdt = e->model->layers[l].exp_gate[0].dtype;
+                break;
+            }
+        prof_moe_peak = peak_f ? ((sy_device_matmul_peak_fn)peak_f)(e->moe->inst, wdt, NULL, 0) : 0;
         e->mo = &prof_mo_ops;
     }
 }
@@ -252,7 +266,7 @@ static void prof_reset(void)
 }
 
 /* Per token: time in each op; for the linears the weight bytes read per second (decode's bound) and
- * GFLOP/s (prefill's), the latter against the device's peak where it has one. */
+ * GFLOP/s (prefill's), the latter against the peak of the plugin that ran them where it has one. */
 static void prof_print(const char *what, double total_s, double per, double peak)
 {
     double ops = 0;
@@ -266,9 +280,9 @@ static void prof_print(const char *what, double total_s, double per, double peak
         if (p->bytes && p->s > 0)
             snprintf(gbs, sizeof gbs, "%.1f", (double)p->bytes / p->s / 1e9);
         if (p->flop > 0 && p->s > 0) {
-            const double g = p->flop / p->s / 1e9;
-            if (peak > 0)
-                snprintf(gfl, sizeof gfl, "%.1f (%.0f%% of peak)", g, 100.0 * g / peak);
+            const double g = p->flop / p->s / 1e9, pk = p->own_peak ? p->peak : peak;
+            if (pk > 0)
+                snprintf(gfl, sizeof gfl, "%.1f (%.0f%% of peak)", g, 100.0 * g / pk);
             else
                 snprintf(gfl, sizeof gfl, "%.1f", g);
         }
